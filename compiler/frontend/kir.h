@@ -1,0 +1,129 @@
+// Kernel IR (KIR): one kernel of the DSL instantiated at one configuration (specialized sizes
+// and tunables bound to integers), fully typed, as a flat list of SSA operations executed once
+// per row. It is the contract between the frontend (which produces it), the reference
+// interpreter and the MLIR code generator (which both consume it). Plain C++: no LLVM.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mxfp6::kir {
+
+/// Element types. Bool only appears as the result of comparisons.
+enum class Dtype { BF16, F16, F32, I32, I64, U8, Bool };
+
+const char* dtypeName(Dtype t);
+int dtypeBytes(Dtype t);  // Bool: 1
+bool isFloat(Dtype t);    // BF16, F16, F32
+bool isInt(Dtype t);      // I32, I64, U8
+
+/// Type of an SSA value: a per-row scalar (length == 0) or a row vector of `length` elements.
+struct ValueType {
+  Dtype elem = Dtype::F32;
+  int64_t length = 0;
+  bool isVector() const { return length > 0; }
+  bool operator==(const ValueType& o) const { return elem == o.elem && length == o.length; }
+};
+
+/// A position in a DSL source file (1-based), carried by every op so later stages can point at
+/// the user's line.
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+  int col = 0;
+};
+
+/// A dimension of a tensor parameter: either a compile-time constant (specialized dimension or
+/// integer literal) or a runtime size (index into Kernel::runtimeDims).
+struct Dim {
+  std::string name;         // as written ("D", "T", "128")
+  int64_t constant = -1;    // >= 0 when known at compile time
+  int runtimeDim = -1;      // index into Kernel::runtimeDims when constant < 0
+};
+
+/// A stride of a tensor dimension, in elements: a compile-time constant, a scalar parameter, or
+/// (for default row-major layouts with a runtime inner size) a product computed by the ops
+/// `Kernel::ops` at the start of the row (see `Op::strides`).
+enum class ParamKind { Tensor, Scalar };
+
+struct Param {
+  std::string name;
+  ParamKind kind = ParamKind::Scalar;
+  Dtype dtype = Dtype::F32;  // element type (tensor) or scalar type (I32, I64, F32)
+  bool isOutput = false;     // tensor declared `out`
+  std::vector<Dim> dims;     // tensor only
+  bool hasDefault = false;   // scalar only
+  double defaultValue = 0;   // scalar only
+  SourceLoc loc;
+};
+
+enum class OpCode {
+  // Leaves. Scalars unless stated.
+  ConstFloat,  // fval, type elem F32 (or F64-free: the interpreter keeps fp64)
+  ConstInt,    // ival, type I64 (or I32)
+  ScalarArg,   // param = index of a Scalar param
+  DimArg,      // ival = index into Kernel::runtimeDims; type I64
+  RowIndex,    // ival = index of the row variable (Kernel::rowVars); type I64
+  // Memory.
+  Load,        // param = tensor param index; operands = one index value per dim, -1 for the ':'
+               // dim (then the result is a row vector of that dim's length); strides = one
+               // value id per dim (element strides). Result type: tensor dtype.
+  Store,       // like Load, plus `value` = the value stored (already of the tensor's dtype).
+               // No result.
+  // Elementwise, scalar or vector (scalar operands broadcast over vector operands).
+  Cast,        // operands[0] converted to type.elem (float narrowing: round to nearest even)
+  Neg, Abs, Sqrt, Rsqrt, Exp, Not,
+  Add, Sub, Mul, Div, Rem, Min, Max,
+  CmpEq, CmpNe, CmpLt, CmpLe, CmpGt, CmpGe,  // result elem Bool
+  And, Or,                                    // Bool operands
+  Select,      // operands: cond, a, b
+  // Reductions of a row vector to a scalar, in a fixed order.
+  ReduceSum, ReduceMax, ReduceMin,
+};
+
+const char* opName(OpCode c);
+
+struct Op {
+  OpCode code = OpCode::ConstInt;
+  ValueType type;              // result type (unused for Store)
+  std::vector<int> operands;   // value ids (= indices of earlier ops); -1 marks a ':' index
+  std::vector<int> strides;    // Load/Store: one value id per tensor dim
+  int value = -1;              // Store: value id stored
+  int param = -1;              // Load/Store: tensor param; ScalarArg: scalar param
+  double fval = 0;             // ConstFloat
+  int64_t ival = 0;            // ConstInt, DimArg, RowIndex
+  std::string name;            // the DSL name bound to this value, if any (for dumps and IR names)
+  SourceLoc loc;
+};
+
+/// The launch ABI of a compiled kernel, in argument order: one pointer per tensor param and one
+/// value per scalar param (declaration order), then one i64 per runtime dim the body uses.
+enum class AbiKind { Pointer, I32, I64, F32 };
+
+struct AbiArg {
+  AbiKind kind;
+  std::string name;  // param or dim name
+  int param = -1;    // param index, or -1 for a runtime dim
+  int runtimeDim = -1;
+};
+
+struct Kernel {
+  std::string name;
+  std::string sourceFile;
+  std::vector<Param> params;
+  std::vector<std::string> runtimeDims;      // names of runtime sizes, first-appearance order
+  std::vector<bool> runtimeDimUsedByBody;    // parallel to runtimeDims
+  std::vector<std::string> rowVars;          // `row t, h in T, H` -> {"t", "h"}
+  std::vector<int> rowDims;                  // runtime-dim index of each row var's extent
+  std::map<std::string, int64_t> config;     // every specialized size and tunable, bound
+  int64_t rowsPerProgram = 1;                // ROWS
+  int64_t threadsPerRow = 1;                 // THREADS
+  int64_t vectorWidth = 1;                   // VEC
+  std::vector<Op> ops;                       // executed in order, once per row
+
+  std::vector<AbiArg> abi() const;
+};
+
+}  // namespace mxfp6::kir
