@@ -112,3 +112,11 @@ std::optional<std::map<std::string, int64_t>> parseConfigString(const std::strin
                                                                 std::string& error);
 
 }  // namespace mxfp6::frontend
+
+namespace mxfp6::frontend {
+
+/// Human-readable dumps for `mxfp6c compile --emit ast` and `--emit kir`, and for tests.
+std::string dumpAst(const Module& module);
+std::string dumpKir(const kir::Kernel& kernel);
+
+}  // namespace mxfp6::frontend
