@@ -1,0 +1,981 @@
+// The row loop of the reference interpreter. Semantics are stated in interpreter.h.
+//
+// Every SSA value owns a slot in one of two pools allocated once per run: float values (any float
+// type) hold doubles, integer and Bool values hold int64 (Bool as 0/1). A per-row scalar is a
+// slot of length 1, so scalar broadcast is a step of 0 over the operand. The KIR is checked once
+// before the first row (operand ids, kinds, lengths); the row loop then allocates nothing.
+#include "compiler/interp/interpreter.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "compiler/interp/float_formats.h"
+#include "compiler/interp/kir_names.h"
+
+namespace mxfp6::interp {
+namespace {
+
+using kir::Dtype;
+using kir::OpCode;
+
+enum class Cls : uint8_t { None, Float, Int };  // Int holds integers and Bool
+
+Cls classOf(Dtype t) { return detail::isFloat(t) ? Cls::Float : Cls::Int; }
+
+struct Slot {
+  Cls cls = Cls::None;
+  int64_t len = 0;  // 0: per-row scalar
+  size_t off = 0;   // into the pool of its class
+  int64_t count() const { return len > 0 ? len : 1; }
+};
+
+struct FView {
+  const double* p;
+  int64_t step;  // 0 broadcasts a scalar
+};
+
+struct IView {
+  const int64_t* p;
+  int64_t step;
+};
+
+template <class F>
+void mapF1(double* r, int64_t n, FView a, F f) {
+  if (a.step) {
+    for (int64_t j = 0; j < n; ++j) r[j] = f(a.p[j]);
+  } else {
+    const double v = f(a.p[0]);
+    for (int64_t j = 0; j < n; ++j) r[j] = v;
+  }
+}
+
+template <class F>
+void mapF2(double* r, int64_t n, FView a, FView b, F f) {
+  if (a.step && b.step) {
+    for (int64_t j = 0; j < n; ++j) r[j] = f(a.p[j], b.p[j]);
+  } else if (a.step) {
+    const double bv = b.p[0];
+    for (int64_t j = 0; j < n; ++j) r[j] = f(a.p[j], bv);
+  } else if (b.step) {
+    const double av = a.p[0];
+    for (int64_t j = 0; j < n; ++j) r[j] = f(av, b.p[j]);
+  } else {
+    const double v = f(a.p[0], b.p[0]);
+    for (int64_t j = 0; j < n; ++j) r[j] = v;
+  }
+}
+
+double nanMin(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return b < a ? b : a;
+}
+
+double nanMax(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return b > a ? b : a;
+}
+
+bool intFits(int64_t v, Dtype t) {
+  switch (t) {
+    case Dtype::I32:
+      return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+    case Dtype::U8: return v >= 0 && v <= 255;
+    case Dtype::Bool: return v == 0 || v == 1;
+    default: return true;
+  }
+}
+
+std::string formatDouble(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+class Machine {
+ public:
+  Machine(const kir::Kernel& kernel, const BoundArgs& args, const RunOptions& options)
+      : k_(kernel), args_(args), options_(options) {}
+
+  Status prepare();
+  Status runRows();
+
+ private:
+  Status validateOp(size_t i);
+  Status exec(size_t i);
+  Status execLoad(size_t i);
+  Status execStore(size_t i);
+  Status execCast(size_t i);
+  Status execUnary(size_t i);
+  Status execBinary(size_t i);
+  Status execIntBinary(size_t i, IView a, IView b, int64_t* r, int64_t n);
+  Status execCompare(size_t i);
+  Status execReduce(size_t i);
+  Status checkIntResult(size_t i);
+
+  /// Resolves the element offsets of a Load/Store: `base` plus `j * step` for j < count, after
+  /// checking every index against its dimension and the whole range against the extent.
+  Status address(size_t i, int64_t& base, int64_t& step, int64_t& count);
+
+  Status opError(size_t i, const std::string& message) const;
+  Status invalid(size_t i, const std::string& message) const {
+    return opError(i, "invalid KIR: " + message);
+  }
+  std::string rowText() const;
+  std::string accessText(size_t i) const;
+
+  double* fptr(int id) { return fpool_.data() + slots_[id].off; }
+  int64_t* iptr(int id) { return ipool_.data() + slots_[id].off; }
+  FView fview(int id, int scratch);
+  IView iview(int id) {
+    return {iptr(id), slots_[id].len > 0 ? 1 : 0};
+  }
+  int64_t scalarInt(int id) const { return ipool_[slots_[id].off]; }
+
+  const kir::Kernel& k_;
+  const BoundArgs& args_;
+  const RunOptions& options_;
+  std::vector<Slot> slots_;
+  std::vector<double> fpool_;
+  std::vector<int64_t> ipool_;
+  std::vector<double> scratch_[3];
+  std::vector<std::vector<int64_t>> dimValues_;  // per param: each dim's size (tensors only)
+  std::vector<std::vector<double>*> shadows_;    // per param: fp64 shadow or null
+  std::vector<int64_t> row_;                     // current value of each row variable
+  bool inRow_ = false;
+};
+
+std::string locText(const kir::SourceLoc& loc) {
+  if (loc.file.empty() && loc.line == 0) return "";
+  return (loc.file.empty() ? std::string("<unknown>") : loc.file) + ":" +
+         std::to_string(loc.line) + ":" + std::to_string(loc.col) + ": ";
+}
+
+Status Machine::opError(size_t i, const std::string& message) const {
+  const kir::Op& op = k_.ops[i];
+  std::string s = locText(op.loc) + "error: " + message + " (kernel '" + k_.name + "'";
+  if (inRow_) s += ", " + rowText();
+  s += ", op #" + std::to_string(i) + " " + detail::opName(op.code) + ")";
+  return Status::error(std::move(s));
+}
+
+std::string Machine::rowText() const {
+  if (k_.rowVars.empty()) return "row";
+  std::string s = "row ";
+  for (size_t v = 0; v < k_.rowVars.size(); ++v) {
+    if (v) s += ", ";
+    s += k_.rowVars[v] + "=" + std::to_string(row_[v]);
+  }
+  return s;
+}
+
+FView Machine::fview(int id, int scratch) {
+  const Slot& s = slots_[id];
+  const int64_t step = s.len > 0 ? 1 : 0;
+  if (s.cls == Cls::Float) return {fpool_.data() + s.off, step};
+  double* dst = scratch_[scratch].data();
+  const int64_t* src = ipool_.data() + s.off;
+  for (int64_t j = 0; j < s.count(); ++j) dst[j] = static_cast<double>(src[j]);
+  return {dst, step};
+}
+
+Status Machine::prepare() {
+  const size_t nParams = k_.params.size();
+  if (args_.tensors.size() != nParams || args_.intScalars.size() != nParams ||
+      args_.floatScalars.size() != nParams || args_.runtimeDims.size() != k_.runtimeDims.size()) {
+    return Status::error("kernel '" + k_.name + "': arguments were bound for another kernel");
+  }
+  if (k_.rowDims.size() != k_.rowVars.size()) {
+    return Status::error("kernel '" + k_.name + "': invalid KIR: " +
+                         std::to_string(k_.rowVars.size()) + " row variables but " +
+                         std::to_string(k_.rowDims.size()) + " row extents");
+  }
+  for (int d : k_.rowDims) {
+    if (d < 0 || d >= static_cast<int>(k_.runtimeDims.size())) {
+      return Status::error("kernel '" + k_.name + "': invalid KIR: row extent " +
+                           std::to_string(d) + " is not a runtime dim");
+    }
+  }
+
+  dimValues_.assign(nParams, {});
+  for (size_t p = 0; p < nParams; ++p) {
+    const kir::Param& param = k_.params[p];
+    if (param.kind != kir::ParamKind::Tensor) continue;
+    if (param.dtype == Dtype::Bool) {
+      return Status::error("kernel '" + k_.name + "': tensor '" + param.name +
+                           "' has unsupported dtype bool");
+    }
+    for (const kir::Dim& d : param.dims) {
+      dimValues_[p].push_back(d.constant >= 0 ? d.constant : args_.runtimeDims.at(d.runtimeDim));
+    }
+  }
+
+  shadows_.assign(nParams, nullptr);
+  for (const auto& [p, vec] : options_.fp64Outputs) {
+    if (p < 0 || p >= static_cast<int>(nParams) ||
+        k_.params[p].kind != kir::ParamKind::Tensor || !k_.params[p].isOutput) {
+      return Status::error("kernel '" + k_.name + "': fp64 shadow requested for param " +
+                           std::to_string(p) + ", which is not an output tensor");
+    }
+    if (vec == nullptr) {
+      return Status::error("kernel '" + k_.name + "': fp64 shadow of '" + k_.params[p].name +
+                           "' is a null vector");
+    }
+    shadows_[p] = vec;
+  }
+
+  slots_.assign(k_.ops.size(), Slot{});
+  size_t fsize = 0, isize = 0;
+  int64_t maxLen = 1;
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    RETURN_IF_ERROR(validateOp(i));
+    Slot& s = slots_[i];
+    if (s.cls == Cls::None) continue;
+    maxLen = std::max(maxLen, s.count());
+    size_t& size = s.cls == Cls::Float ? fsize : isize;
+    s.off = size;
+    size += static_cast<size_t>(s.count());
+  }
+  fpool_.assign(fsize, 0.0);
+  ipool_.assign(isize, 0);
+  for (auto& s : scratch_) s.assign(static_cast<size_t>(maxLen), 0.0);
+  row_.assign(k_.rowVars.size(), 0);
+  return Status::ok();
+}
+
+Status Machine::validateOp(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  Slot& slot = slots_[i];
+  const int64_t len = op.type.length;
+  if (len < 0) return invalid(i, "negative result length");
+
+  auto checkValue = [&](int id, const char* what) -> Status {
+    if (id < 0 || static_cast<size_t>(id) >= i || slots_[id].cls == Cls::None) {
+      return invalid(i, std::string(what) + " refers to value " + std::to_string(id) +
+                            ", which is not an earlier value");
+    }
+    return Status::ok();
+  };
+  auto checkScalarInt = [&](int id, const char* what) -> Status {
+    RETURN_IF_ERROR(checkValue(id, what));
+    if (slots_[id].cls != Cls::Int || slots_[id].len != 0) {
+      return invalid(i, std::string(what) + " (value " + std::to_string(id) +
+                            ") is not an integer scalar");
+    }
+    return Status::ok();
+  };
+  auto checkArity = [&](size_t n) -> Status {
+    if (op.operands.size() != n) {
+      return invalid(i, "expects " + std::to_string(n) + " operands, has " +
+                            std::to_string(op.operands.size()));
+    }
+    for (int id : op.operands) RETURN_IF_ERROR(checkValue(id, "an operand"));
+    return Status::ok();
+  };
+  // Elementwise: every operand is a scalar or has the result's length.
+  auto checkLengths = [&]() -> Status {
+    for (int id : op.operands) {
+      if (slots_[id].len != 0 && slots_[id].len != len) {
+        return invalid(i, "operand " + std::to_string(id) + " has length " +
+                              std::to_string(slots_[id].len) + ", result has length " +
+                              std::to_string(len));
+      }
+    }
+    return Status::ok();
+  };
+  auto requireCls = [&](Cls want, const char* what) -> Status {
+    if (classOf(op.type.elem) != want) {
+      return invalid(i, std::string("result type ") + detail::dtypeName(op.type.elem) +
+                            " is not " + what);
+    }
+    return Status::ok();
+  };
+  auto requireIntOperands = [&]() -> Status {
+    for (int id : op.operands) {
+      if (slots_[id].cls != Cls::Int) {
+        return invalid(i, "operand " + std::to_string(id) + " is not an integer or bool");
+      }
+    }
+    return Status::ok();
+  };
+  auto requireScalarResult = [&]() -> Status {
+    if (len != 0) return invalid(i, "result must be a scalar");
+    return Status::ok();
+  };
+
+  if (op.code != OpCode::Store) slot = Slot{classOf(op.type.elem), len, 0};
+
+  switch (op.code) {
+    case OpCode::ConstFloat:
+      RETURN_IF_ERROR(requireCls(Cls::Float, "a float"));
+      return requireScalarResult();
+    case OpCode::ConstInt:
+      RETURN_IF_ERROR(requireCls(Cls::Int, "an integer"));
+      if (!intFits(op.ival, op.type.elem)) {
+        return invalid(i, "constant " + std::to_string(op.ival) + " does not fit " +
+                              detail::dtypeName(op.type.elem));
+      }
+      return requireScalarResult();
+    case OpCode::ScalarArg: {
+      if (op.param < 0 || op.param >= static_cast<int>(k_.params.size()) ||
+          k_.params[op.param].kind != kir::ParamKind::Scalar) {
+        return invalid(i, "param " + std::to_string(op.param) + " is not a scalar parameter");
+      }
+      if (classOf(k_.params[op.param].dtype) == Cls::Float && slot.cls != Cls::Float) {
+        return invalid(i, "float parameter '" + k_.params[op.param].name +
+                              "' read as an integer");
+      }
+      return requireScalarResult();
+    }
+    case OpCode::DimArg:
+      RETURN_IF_ERROR(requireCls(Cls::Int, "an integer"));
+      if (op.ival < 0 || op.ival >= static_cast<int64_t>(k_.runtimeDims.size())) {
+        return invalid(i, "runtime dim " + std::to_string(op.ival) + " does not exist");
+      }
+      return requireScalarResult();
+    case OpCode::RowIndex:
+      RETURN_IF_ERROR(requireCls(Cls::Int, "an integer"));
+      if (op.ival < 0 || op.ival >= static_cast<int64_t>(k_.rowVars.size())) {
+        return invalid(i, "row variable " + std::to_string(op.ival) + " does not exist");
+      }
+      return requireScalarResult();
+    case OpCode::Load:
+    case OpCode::Store: {
+      if (op.param < 0 || op.param >= static_cast<int>(k_.params.size()) ||
+          k_.params[op.param].kind != kir::ParamKind::Tensor) {
+        return invalid(i, "param " + std::to_string(op.param) + " is not a tensor parameter");
+      }
+      const kir::Param& t = k_.params[op.param];
+      const size_t rank = t.dims.size();
+      if (op.operands.size() != rank || op.strides.size() != rank) {
+        return invalid(i, "tensor '" + t.name + "' has rank " + std::to_string(rank) + ", but " +
+                              std::to_string(op.operands.size()) + " indices and " +
+                              std::to_string(op.strides.size()) + " strides are given");
+      }
+      int64_t accessLen = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        RETURN_IF_ERROR(checkScalarInt(op.strides[d], "a stride"));
+        if (op.operands[d] == -1) {
+          if (accessLen != 0) return invalid(i, "more than one ':' index");
+          if (t.dims[d].constant <= 0) {
+            return invalid(i, "':' over dim " + std::to_string(d) + " (" + t.dims[d].name +
+                                  ") of '" + t.name + "', which is not a positive constant");
+          }
+          accessLen = t.dims[d].constant;
+        } else {
+          RETURN_IF_ERROR(checkScalarInt(op.operands[d], "an index"));
+        }
+      }
+      if (op.code == OpCode::Load) {
+        if (len != accessLen) {
+          return invalid(i, "result length " + std::to_string(len) + " but the access has " +
+                                std::to_string(accessLen) + " elements");
+        }
+        if (slot.cls != classOf(t.dtype)) {
+          return invalid(i, std::string("load of a ") + detail::dtypeName(t.dtype) +
+                                " tensor typed " + detail::dtypeName(op.type.elem));
+        }
+        return Status::ok();
+      }
+      if (!t.isOutput) return invalid(i, "store into input tensor '" + t.name + "'");
+      RETURN_IF_ERROR(checkValue(op.value, "the stored value"));
+      if (slots_[op.value].len != 0 && slots_[op.value].len != accessLen) {
+        return invalid(i, "stored value has length " + std::to_string(slots_[op.value].len) +
+                              ", the access has " + std::to_string(accessLen) + " elements");
+      }
+      return Status::ok();
+    }
+    case OpCode::Cast:
+      RETURN_IF_ERROR(checkArity(1));
+      if (slots_[op.operands[0]].len != len) {
+        return invalid(i, "cast changes the length from " +
+                              std::to_string(slots_[op.operands[0]].len) + " to " +
+                              std::to_string(len));
+      }
+      return Status::ok();
+    case OpCode::Neg:
+    case OpCode::Abs:
+      RETURN_IF_ERROR(checkArity(1));
+      if (slot.cls == Cls::Int) RETURN_IF_ERROR(requireIntOperands());
+      return checkLengths();
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Exp:
+      RETURN_IF_ERROR(checkArity(1));
+      RETURN_IF_ERROR(requireCls(Cls::Float, "a float"));
+      return checkLengths();
+    case OpCode::Not:
+      RETURN_IF_ERROR(checkArity(1));
+      RETURN_IF_ERROR(requireCls(Cls::Int, "bool"));
+      RETURN_IF_ERROR(requireIntOperands());
+      return checkLengths();
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Rem:
+    case OpCode::Min:
+    case OpCode::Max:
+      RETURN_IF_ERROR(checkArity(2));
+      if (slot.cls == Cls::Int) RETURN_IF_ERROR(requireIntOperands());
+      return checkLengths();
+    case OpCode::CmpEq:
+    case OpCode::CmpNe:
+    case OpCode::CmpLt:
+    case OpCode::CmpLe:
+    case OpCode::CmpGt:
+    case OpCode::CmpGe:
+      RETURN_IF_ERROR(checkArity(2));
+      RETURN_IF_ERROR(requireCls(Cls::Int, "bool"));
+      return checkLengths();
+    case OpCode::And:
+    case OpCode::Or:
+      RETURN_IF_ERROR(checkArity(2));
+      RETURN_IF_ERROR(requireCls(Cls::Int, "bool"));
+      RETURN_IF_ERROR(requireIntOperands());
+      return checkLengths();
+    case OpCode::Select:
+      RETURN_IF_ERROR(checkArity(3));
+      if (slots_[op.operands[0]].cls != Cls::Int) return invalid(i, "condition is not bool");
+      if (slot.cls == Cls::Int && (slots_[op.operands[1]].cls != Cls::Int ||
+                                   slots_[op.operands[2]].cls != Cls::Int)) {
+        return invalid(i, "integer select of a float operand");
+      }
+      return checkLengths();
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMax:
+    case OpCode::ReduceMin:
+      RETURN_IF_ERROR(checkArity(1));
+      if (slot.cls == Cls::Int && slots_[op.operands[0]].cls != Cls::Int) {
+        return invalid(i, "integer reduction of a float vector");
+      }
+      return requireScalarResult();
+  }
+  return invalid(i, "unknown opcode " + std::to_string(static_cast<int>(op.code)));
+}
+
+Status Machine::runRows() {
+  const size_t nVars = k_.rowVars.size();
+  std::vector<int64_t> extent(nVars);
+  for (size_t v = 0; v < nVars; ++v) {
+    extent[v] = args_.runtimeDims[k_.rowDims[v]];
+    if (extent[v] <= 0) return Status::ok();  // no rows
+  }
+  inRow_ = true;
+  while (true) {
+    for (size_t i = 0; i < k_.ops.size(); ++i) RETURN_IF_ERROR(exec(i));
+    // Odometer over the row variables, the last one fastest.
+    size_t v = nVars;
+    while (v > 0) {
+      --v;
+      if (++row_[v] < extent[v]) break;
+      row_[v] = 0;
+      if (v == 0) return Status::ok();
+    }
+    if (nVars == 0) return Status::ok();
+  }
+}
+
+Status Machine::checkIntResult(size_t i) {
+  const Dtype t = k_.ops[i].type.elem;
+  if (t == Dtype::I64) return Status::ok();
+  const int64_t* r = iptr(static_cast<int>(i));
+  const int64_t n = slots_[i].count();
+  for (int64_t j = 0; j < n; ++j) {
+    if (!intFits(r[j], t)) {
+      return opError(i, "result " + std::to_string(r[j]) +
+                            (slots_[i].len ? " (element " + std::to_string(j) + ")" : "") +
+                            " does not fit " + detail::dtypeName(t));
+    }
+  }
+  return Status::ok();
+}
+
+Status Machine::exec(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int id = static_cast<int>(i);
+  switch (op.code) {
+    case OpCode::ConstFloat:
+      fptr(id)[0] = op.fval;
+      return Status::ok();
+    case OpCode::ConstInt:
+      iptr(id)[0] = op.ival;
+      return Status::ok();
+    case OpCode::ScalarArg: {
+      const bool intParam = classOf(k_.params[op.param].dtype) == Cls::Int;
+      if (slots_[i].cls == Cls::Float) {
+        fptr(id)[0] = intParam ? static_cast<double>(args_.intScalars[op.param])
+                               : args_.floatScalars[op.param];
+        return Status::ok();
+      }
+      iptr(id)[0] = args_.intScalars[op.param];
+      return checkIntResult(i);
+    }
+    case OpCode::DimArg:
+      iptr(id)[0] = args_.runtimeDims[op.ival];
+      return checkIntResult(i);
+    case OpCode::RowIndex:
+      iptr(id)[0] = row_[op.ival];
+      return checkIntResult(i);
+    case OpCode::Load:
+      return execLoad(i);
+    case OpCode::Store:
+      return execStore(i);
+    case OpCode::Cast:
+      return execCast(i);
+    case OpCode::Neg:
+    case OpCode::Abs:
+    case OpCode::Sqrt:
+    case OpCode::Rsqrt:
+    case OpCode::Exp:
+    case OpCode::Not:
+      return execUnary(i);
+    case OpCode::Add:
+    case OpCode::Sub:
+    case OpCode::Mul:
+    case OpCode::Div:
+    case OpCode::Rem:
+    case OpCode::Min:
+    case OpCode::Max:
+    case OpCode::And:
+    case OpCode::Or:
+      return execBinary(i);
+    case OpCode::CmpEq:
+    case OpCode::CmpNe:
+    case OpCode::CmpLt:
+    case OpCode::CmpLe:
+    case OpCode::CmpGt:
+    case OpCode::CmpGe:
+      return execCompare(i);
+    case OpCode::Select: {
+      const int64_t n = slots_[i].count();
+      const IView c = iview(op.operands[0]);
+      if (slots_[i].cls == Cls::Float) {
+        const FView a = fview(op.operands[1], 0), b = fview(op.operands[2], 1);
+        double* r = fptr(id);
+        for (int64_t j = 0; j < n; ++j) r[j] = c.p[j * c.step] ? a.p[j * a.step] : b.p[j * b.step];
+        return Status::ok();
+      }
+      const IView a = iview(op.operands[1]), b = iview(op.operands[2]);
+      int64_t* r = iptr(id);
+      for (int64_t j = 0; j < n; ++j) r[j] = c.p[j * c.step] ? a.p[j * a.step] : b.p[j * b.step];
+      return checkIntResult(i);
+    }
+    case OpCode::ReduceSum:
+    case OpCode::ReduceMax:
+    case OpCode::ReduceMin:
+      return execReduce(i);
+  }
+  return opError(i, "unknown opcode");
+}
+
+std::string Machine::accessText(size_t i) const {
+  const kir::Op& op = k_.ops[i];
+  // Only called after validation, from a row: the index slots hold this row's values.
+  std::string s = k_.params[op.param].name + "[";
+  for (size_t d = 0; d < op.operands.size(); ++d) {
+    if (d) s += ", ";
+    s += op.operands[d] < 0 ? std::string(":") : std::to_string(scalarInt(op.operands[d]));
+  }
+  return s + "]";
+}
+
+Status Machine::address(size_t i, int64_t& base, int64_t& step, int64_t& count) {
+  const kir::Op& op = k_.ops[i];
+  const kir::Param& t = k_.params[op.param];
+  const TensorArg& arg = args_.tensors[op.param];
+  const std::vector<int64_t>& dims = dimValues_[op.param];
+  const char* verb = op.code == OpCode::Load ? "load from" : "store to";
+  base = 0;
+  step = 0;
+  count = 1;
+  for (size_t d = 0; d < op.operands.size(); ++d) {
+    const int64_t stride = scalarInt(op.strides[d]);
+    if (op.operands[d] < 0) {
+      step = stride;
+      count = dims[d];
+      continue;
+    }
+    const int64_t idx = scalarInt(op.operands[d]);
+    if (idx < 0 || idx >= dims[d]) {
+      return opError(i, std::string(verb) + " '" + t.name + "' out of bounds at " +
+                            accessText(i) + ": index " + std::to_string(idx) + " of dim " +
+                            std::to_string(d) + " (" + t.dims[d].name + ") is outside [0, " +
+                            std::to_string(dims[d]) + ")");
+    }
+    int64_t term = 0;
+    if (__builtin_mul_overflow(idx, stride, &term) || __builtin_add_overflow(base, term, &base)) {
+      return opError(i, std::string(verb) + " '" + t.name + "' at " + accessText(i) +
+                            ": linear offset overflows int64");
+    }
+  }
+  int64_t span = 0, last = 0;
+  if (__builtin_mul_overflow(count - 1, step, &span) ||
+      __builtin_add_overflow(base, span, &last)) {
+    return opError(i, std::string(verb) + " '" + t.name + "' at " + accessText(i) +
+                          ": linear offset overflows int64");
+  }
+  const int64_t lo = std::min(base, last), hi = std::max(base, last);
+  if (lo < 0 || hi >= arg.extentElements) {
+    std::string range = count > 1 ? "linear offsets " + std::to_string(lo) + ".." +
+                                        std::to_string(hi)
+                                  : "linear offset " + std::to_string(lo);
+    return opError(i, std::string(verb) + " '" + t.name + "' out of bounds at " +
+                          accessText(i) + ": " + range + " outside the extent [0, " +
+                          std::to_string(arg.extentElements) + ")");
+  }
+  return Status::ok();
+}
+
+template <class T>
+T readAt(const unsigned char* data, int64_t offset) {
+  T v;
+  std::memcpy(&v, data + offset * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  return v;
+}
+
+template <class T>
+void writeAt(unsigned char* data, int64_t offset, T v) {
+  std::memcpy(data + offset * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+}
+
+Status Machine::execLoad(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  int64_t base, step, count;
+  RETURN_IF_ERROR(address(i, base, step, count));
+  const TensorArg& arg = args_.tensors[op.param];
+  const auto* data = static_cast<const unsigned char*>(arg.data);
+  const int id = static_cast<int>(i);
+  if (slots_[i].cls == Cls::Float) {
+    double* r = fptr(id);
+    switch (arg.dtype) {
+      case Dtype::BF16:
+        for (int64_t j = 0; j < count; ++j)
+          r[j] = bf16ToDouble(readAt<uint16_t>(data, base + j * step));
+        break;
+      case Dtype::F16:
+        for (int64_t j = 0; j < count; ++j)
+          r[j] = f16ToDouble(readAt<uint16_t>(data, base + j * step));
+        break;
+      case Dtype::F32:
+        for (int64_t j = 0; j < count; ++j) r[j] = readAt<float>(data, base + j * step);
+        break;
+      default:
+        return opError(i, "float load from a non-float tensor");
+    }
+    return Status::ok();
+  }
+  int64_t* r = iptr(id);
+  switch (arg.dtype) {
+    case Dtype::I32:
+      for (int64_t j = 0; j < count; ++j) r[j] = readAt<int32_t>(data, base + j * step);
+      break;
+    case Dtype::I64:
+      for (int64_t j = 0; j < count; ++j) r[j] = readAt<int64_t>(data, base + j * step);
+      break;
+    case Dtype::U8:
+      for (int64_t j = 0; j < count; ++j) r[j] = readAt<uint8_t>(data, base + j * step);
+      break;
+    default:
+      return opError(i, "integer load from a non-integer tensor");
+  }
+  return checkIntResult(i);
+}
+
+Status Machine::execStore(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  int64_t base, step, count;
+  RETURN_IF_ERROR(address(i, base, step, count));
+  const TensorArg& arg = args_.tensors[op.param];
+  auto* data = static_cast<unsigned char*>(arg.data);
+  const Slot& vs = slots_[op.value];
+  const int64_t vstep = vs.len > 0 ? 1 : 0;
+  const std::string& name = k_.params[op.param].name;
+
+  if (std::vector<double>* shadow = shadows_[op.param]) {
+    const int64_t hi = std::max(base, base + (count - 1) * step);
+    if (hi >= static_cast<int64_t>(shadow->size())) {
+      return opError(i, "store to '" + name + "' at " + accessText(i) + " writes linear offset " +
+                            std::to_string(hi) + ", beyond its fp64 shadow of " +
+                            std::to_string(shadow->size()) + " elements");
+    }
+    double* out = shadow->data();
+    if (vs.cls == Cls::Float) {
+      const double* v = fptr(op.value);
+      for (int64_t j = 0; j < count; ++j) out[base + j * step] = v[j * vstep];
+    } else {
+      const int64_t* v = iptr(op.value);
+      for (int64_t j = 0; j < count; ++j) out[base + j * step] = static_cast<double>(v[j * vstep]);
+    }
+  }
+
+  if (detail::isFloat(arg.dtype)) {
+    const FView v = fview(op.value, 0);
+    switch (arg.dtype) {
+      case Dtype::BF16:
+        for (int64_t j = 0; j < count; ++j)
+          writeAt<uint16_t>(data, base + j * step, doubleToBf16(v.p[j * v.step]));
+        break;
+      case Dtype::F16:
+        for (int64_t j = 0; j < count; ++j)
+          writeAt<uint16_t>(data, base + j * step, doubleToF16(v.p[j * v.step]));
+        break;
+      default:
+        for (int64_t j = 0; j < count; ++j)
+          writeAt<float>(data, base + j * step, static_cast<float>(v.p[j * v.step]));
+        break;
+    }
+    return Status::ok();
+  }
+
+  // Integer tensor: the value must be an integer in range, exactly.
+  auto badValue = [&](int64_t j, const std::string& value) {
+    return opError(i, "store to " + std::string(detail::dtypeName(arg.dtype)) + " tensor '" +
+                          name + "' at " + accessText(i) +
+                          (count > 1 ? " (element " + std::to_string(j) + ")" : "") +
+                          ": value " + value + " is not representable");
+  };
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t x;
+    if (vs.cls == Cls::Float) {
+      const double d = fptr(op.value)[j * vstep];
+      if (!(std::trunc(d) == d && d >= -0x1p63 && d < 0x1p63)) return badValue(j, formatDouble(d));
+      x = static_cast<int64_t>(d);
+    } else {
+      x = iptr(op.value)[j * vstep];
+    }
+    if (!intFits(x, arg.dtype)) return badValue(j, std::to_string(x));
+    switch (arg.dtype) {
+      case Dtype::I32: writeAt<int32_t>(data, base + j * step, static_cast<int32_t>(x)); break;
+      case Dtype::I64: writeAt<int64_t>(data, base + j * step, x); break;
+      default: writeAt<uint8_t>(data, base + j * step, static_cast<uint8_t>(x)); break;
+    }
+  }
+  return Status::ok();
+}
+
+Status Machine::execCast(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int id = static_cast<int>(i);
+  const int src = op.operands[0];
+  const int64_t n = slots_[i].count();
+  const Dtype to = op.type.elem;
+  if (slots_[i].cls == Cls::Float) {
+    // Float destinations keep the exact value: no rounding between float types.
+    const FView a = fview(src, 0);
+    std::copy(a.p, a.p + n, fptr(id));
+    return Status::ok();
+  }
+  int64_t* r = iptr(id);
+  if (slots_[src].cls == Cls::Int) {
+    const int64_t* a = iptr(src);
+    if (to == Dtype::Bool) {
+      for (int64_t j = 0; j < n; ++j) r[j] = a[j] != 0;
+    } else {
+      std::copy(a, a + n, r);
+    }
+    return checkIntResult(i);
+  }
+  const double* a = fptr(src);
+  for (int64_t j = 0; j < n; ++j) {
+    if (to == Dtype::Bool) {
+      r[j] = a[j] != 0;
+      continue;
+    }
+    const double t = std::trunc(a[j]);
+    if (!(t >= -0x1p63 && t < 0x1p63)) {
+      return opError(i, "cast of " + formatDouble(a[j]) +
+                            (slots_[i].len ? " (element " + std::to_string(j) + ")" : "") +
+                            " to " + detail::dtypeName(to) + " is out of range");
+    }
+    r[j] = static_cast<int64_t>(t);
+  }
+  return checkIntResult(i);
+}
+
+Status Machine::execUnary(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int id = static_cast<int>(i);
+  const int64_t n = slots_[i].count();
+  if (slots_[i].cls == Cls::Float) {
+    const FView a = fview(op.operands[0], 0);
+    double* r = fptr(id);
+    switch (op.code) {
+      case OpCode::Neg: mapF1(r, n, a, [](double x) { return -x; }); break;
+      case OpCode::Abs: mapF1(r, n, a, [](double x) { return std::fabs(x); }); break;
+      case OpCode::Sqrt: mapF1(r, n, a, [](double x) { return std::sqrt(x); }); break;
+      case OpCode::Rsqrt: mapF1(r, n, a, [](double x) { return 1.0 / std::sqrt(x); }); break;
+      case OpCode::Exp: mapF1(r, n, a, [](double x) { return std::exp(x); }); break;
+      default: return opError(i, "unexpected float unary op");
+    }
+    return Status::ok();
+  }
+  const IView a = iview(op.operands[0]);
+  int64_t* r = iptr(id);
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t x = a.p[j * a.step];
+    if (op.code == OpCode::Not) {
+      r[j] = x == 0;
+      continue;
+    }
+    if (x == std::numeric_limits<int64_t>::min()) {
+      return opError(i, "int64 overflow in " + std::string(detail::opName(op.code)) + " of " +
+                            std::to_string(x));
+    }
+    r[j] = op.code == OpCode::Neg ? -x : (x < 0 ? -x : x);
+  }
+  return checkIntResult(i);
+}
+
+Status Machine::execIntBinary(size_t i, IView a, IView b, int64_t* r, int64_t n) {
+  const OpCode code = k_.ops[i].code;
+  auto overflow = [&](int64_t x, int64_t y) {
+    return opError(i, "int64 overflow in " + std::string(detail::opName(code)) + " of " +
+                          std::to_string(x) + " and " + std::to_string(y));
+  };
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t x = a.p[j * a.step], y = b.p[j * b.step];
+    int64_t v = 0;
+    switch (code) {
+      case OpCode::Add:
+        if (__builtin_add_overflow(x, y, &v)) return overflow(x, y);
+        break;
+      case OpCode::Sub:
+        if (__builtin_sub_overflow(x, y, &v)) return overflow(x, y);
+        break;
+      case OpCode::Mul:
+        if (__builtin_mul_overflow(x, y, &v)) return overflow(x, y);
+        break;
+      case OpCode::Div:
+      case OpCode::Rem:
+        if (y == 0) {
+          return opError(i, std::string("integer ") +
+                                (code == OpCode::Div ? "division" : "remainder") + " of " +
+                                std::to_string(x) + " by zero");
+        }
+        if (y == -1) {  // INT64_MIN / -1 overflows; INT64_MIN % -1 is UB in C++ but 0 here
+          if (code == OpCode::Rem) {
+            v = 0;
+          } else if (__builtin_sub_overflow(int64_t{0}, x, &v)) {
+            return overflow(x, y);
+          }
+          break;
+        }
+        v = code == OpCode::Div ? x / y : x % y;
+        break;
+      case OpCode::Min: v = std::min(x, y); break;
+      case OpCode::Max: v = std::max(x, y); break;
+      case OpCode::And: v = (x != 0) && (y != 0); break;
+      case OpCode::Or: v = (x != 0) || (y != 0); break;
+      default: return opError(i, "unexpected integer binary op");
+    }
+    r[j] = v;
+  }
+  return checkIntResult(i);
+}
+
+Status Machine::execBinary(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int id = static_cast<int>(i);
+  const int64_t n = slots_[i].count();
+  if (slots_[i].cls == Cls::Int) {
+    return execIntBinary(i, iview(op.operands[0]), iview(op.operands[1]), iptr(id), n);
+  }
+  const FView a = fview(op.operands[0], 0), b = fview(op.operands[1], 1);
+  double* r = fptr(id);
+  switch (op.code) {
+    case OpCode::Add: mapF2(r, n, a, b, [](double x, double y) { return x + y; }); break;
+    case OpCode::Sub: mapF2(r, n, a, b, [](double x, double y) { return x - y; }); break;
+    case OpCode::Mul: mapF2(r, n, a, b, [](double x, double y) { return x * y; }); break;
+    case OpCode::Div: mapF2(r, n, a, b, [](double x, double y) { return x / y; }); break;
+    case OpCode::Rem: mapF2(r, n, a, b, [](double x, double y) { return std::fmod(x, y); }); break;
+    case OpCode::Min: mapF2(r, n, a, b, nanMin); break;
+    case OpCode::Max: mapF2(r, n, a, b, nanMax); break;
+    default: return opError(i, "unexpected float binary op");
+  }
+  return Status::ok();
+}
+
+template <class T>
+bool compareValues(OpCode c, T x, T y) {
+  switch (c) {
+    case OpCode::CmpEq: return x == y;
+    case OpCode::CmpNe: return x != y;
+    case OpCode::CmpLt: return x < y;
+    case OpCode::CmpLe: return x <= y;
+    case OpCode::CmpGt: return x > y;
+    default: return x >= y;
+  }
+}
+
+Status Machine::execCompare(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int64_t n = slots_[i].count();
+  int64_t* r = iptr(static_cast<int>(i));
+  const int a0 = op.operands[0], b0 = op.operands[1];
+  if (slots_[a0].cls == Cls::Int && slots_[b0].cls == Cls::Int) {
+    const IView a = iview(a0), b = iview(b0);
+    for (int64_t j = 0; j < n; ++j) r[j] = compareValues(op.code, a.p[j * a.step], b.p[j * b.step]);
+  } else {
+    const FView a = fview(a0, 0), b = fview(b0, 1);
+    for (int64_t j = 0; j < n; ++j) r[j] = compareValues(op.code, a.p[j * a.step], b.p[j * b.step]);
+  }
+  return Status::ok();
+}
+
+Status Machine::execReduce(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int src = op.operands[0];
+  const int64_t n = slots_[src].count();
+  if (slots_[i].cls == Cls::Float) {
+    const FView a = fview(src, 0);
+    double acc = a.p[0];
+    switch (op.code) {
+      case OpCode::ReduceSum:
+        for (int64_t j = 1; j < n; ++j) acc += a.p[j];
+        break;
+      case OpCode::ReduceMax:
+        for (int64_t j = 1; j < n; ++j) acc = nanMax(acc, a.p[j]);
+        break;
+      default:
+        for (int64_t j = 1; j < n; ++j) acc = nanMin(acc, a.p[j]);
+        break;
+    }
+    fptr(static_cast<int>(i))[0] = acc;
+    return Status::ok();
+  }
+  const int64_t* a = iptr(src);
+  int64_t acc = a[0];
+  for (int64_t j = 1; j < n; ++j) {
+    switch (op.code) {
+      case OpCode::ReduceSum:
+        if (__builtin_add_overflow(acc, a[j], &acc)) {
+          return opError(i, "int64 overflow in ReduceSum at element " + std::to_string(j));
+        }
+        break;
+      case OpCode::ReduceMax: acc = std::max(acc, a[j]); break;
+      default: acc = std::min(acc, a[j]); break;
+    }
+  }
+  iptr(static_cast<int>(i))[0] = acc;
+  return checkIntResult(i);
+}
+
+}  // namespace
+
+Status run(const kir::Kernel& kernel, const BoundArgs& args, const RunOptions& options) {
+  Machine m(kernel, args, options);
+  RETURN_IF_ERROR(m.prepare());
+  return m.runRows();
+}
+
+Status run(const kir::Kernel& kernel, std::span<const Arg> args, const RunOptions& options) {
+  Expected<BoundArgs> bound = bindArguments(kernel, args);
+  if (!bound) return bound.status();
+  return run(kernel, *bound, options);
+}
+
+}  // namespace mxfp6::interp

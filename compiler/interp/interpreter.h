@@ -1,0 +1,88 @@
+// The CPU reference interpreter: executes a kir::Kernel on host buffers in fp64. It is the oracle
+// of every GPU test and lets CI check kernel semantics without a GPU. Plain C++ (no LLVM).
+//
+// Semantics (what "the exact value of the DSL's math" means here):
+//   - Integers are int64, exactly. Division and remainder truncate toward zero. Division by zero,
+//     int64 overflow, and a result outside its declared type (i32, u8) are errors naming the op's
+//     source location; nothing wraps.
+//   - Bool is bool. Comparisons of two integer values compare exactly; otherwise in fp64.
+//   - All float arithmetic is fp64, including ops typed f32/bf16/f16. Casts between float types do
+//     not round: the interpreter carries the exact fp64 value of the math the DSL describes.
+//     Float -> int casts truncate toward zero; NaN, inf or out of range is an error.
+//   - Loads convert exactly from the tensor's dtype. A store rounds the fp64 value once to the
+//     tensor's dtype: bf16/f16 to nearest even straight from double (never via float), f32 to
+//     nearest float; integer dtypes take the value exactly (a non-integral or out-of-range value
+//     is an error).
+//   - f32 scalar arguments (and their defaults) are rounded to float when bound: that is the value
+//     a compiled kernel receives. Float constants in the KIR keep their fp64 value.
+//   - ReduceSum adds in fp64 (int64 for integer vectors) in ascending index order. ReduceMax/Min,
+//     Min/Max: a NaN operand gives NaN; among equal values the earlier one is kept.
+//   - Div of floats is IEEE (x/0 = +-inf), Rem of floats is fmod, Rsqrt is 1/sqrt in fp64.
+//   - Every load/store checks each index against its dimension and the linear offset
+//     (sum of index * stride) against [0, extentElements): an out-of-range access is an error
+//     naming the tensor, the indices, the row and the op's source location.
+//   - Rows iterate over the product of the row variables' extents, the last variable fastest;
+//     each row evaluates Kernel::ops in order. An error stops the run; outputs written by earlier
+//     rows stay written.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "compiler/frontend/kir.h"
+#include "support/status.h"
+
+namespace mxfp6::interp {
+
+/// A view of a host tensor. `data` points at element [0, ..., 0] of the view; the linear offsets
+/// [0, extentElements) relative to `data` are valid memory (for a strided view into a larger
+/// buffer, such as Q as a slice of mixed_qkv, pass the extent remaining after `data`).
+/// Element layout in memory: bf16/f16 as uint16 bits, f32 float, i32 int32, i64 int64, u8 uint8.
+struct TensorArg {
+  void* data = nullptr;
+  kir::Dtype dtype = kir::Dtype::F32;
+  std::vector<int64_t> shape;
+  int64_t extentElements = 0;
+};
+
+/// One argument, in the order of Kernel::params: a tensor, an integer scalar (i32/i64 params), or
+/// a float scalar (f32 params; an integer is accepted and converted). std::monostate omits a
+/// scalar, which then takes its declared default (omitting one without a default is an error).
+using Arg = std::variant<std::monostate, TensorArg, int64_t, double>;
+
+/// Arguments checked against a kernel's signature. Indexed by param index (tensors/scalars) and by
+/// runtime-dim index (runtimeDims), so a GPU test can build the launch ABI (kir::Kernel::abi())
+/// from it: Pointer -> tensors[param].data, I32/I64 -> intScalars[param],
+/// F32 -> floatScalars[param], runtime dim -> runtimeDims[runtimeDim].
+struct BoundArgs {
+  std::vector<int64_t> runtimeDims;   // parallel to Kernel::runtimeDims
+  std::vector<TensorArg> tensors;     // per param; empty TensorArg for scalar params
+  std::vector<int64_t> intScalars;    // per param; the value of i32/i64 scalar params
+  std::vector<double> floatScalars;   // per param; f32 scalar params, already rounded to float
+};
+
+/// Checks the argument count and kinds (tensor vs scalar, dtype equal to the param's dtype), each
+/// tensor's rank, compile-time dims equal to their constants, and runtime dims consistent across
+/// tensors (each runtime dim takes its value from the first tensor that has it); fills defaults of
+/// omitted scalars. Errors name the argument, e.g.
+///   "argument 'scale' dim 1 (D) is 4096, expected 3072".
+Expected<BoundArgs> bindArguments(const kir::Kernel& kernel, std::span<const Arg> args);
+
+struct RunOptions {
+  /// fp64 shadows of output tensors: param index -> a vector the caller sized to hold every linear
+  /// offset the kernel stores to (normally the tensor's element count, in its own layout). Every
+  /// store also writes its unrounded fp64 value there at the same linear offset.
+  std::map<int, std::vector<double>*> fp64Outputs;
+};
+
+/// Binds `args` (see bindArguments) and runs the kernel over every row.
+Status run(const kir::Kernel& kernel, std::span<const Arg> args, const RunOptions& options = {});
+
+/// Runs with already-bound arguments.
+Status run(const kir::Kernel& kernel, const BoundArgs& args, const RunOptions& options = {});
+
+}  // namespace mxfp6::interp

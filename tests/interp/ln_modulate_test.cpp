@@ -1,0 +1,269 @@
+// LN-modulate forward run by the interpreter against an independent reference written from the
+// formulas of DESIGN 6.2 in long double:
+//   mu = mean(x); rstd = 1 / sqrt(mean((x - mu)^2) + eps); y = (x - mu) * rstd * (1 + scale[b])
+//   + shift[b], b = t / tokens_per_sample.
+// eps is the f32 argument's value, float(1e-6): that is what the kernel receives.
+//
+// Metrics and bounds:
+//   - fp64 shadows (y, mean, rstd) vs the reference: |error| <= 1e-12 * magnitude, where the
+//     magnitude is that of the terms, so cancellation does not inflate a relative error:
+//     y: |xh * (1 + scale)| + |shift|; mean: mean(|x|); rstd: rstd.
+//   - stored bf16 y (and f32 mean/rstd) bit-equal to the reference rounded once to bf16 (f32),
+//     except where the reference lies within 1e-12 relative of a rounding tie: there the fp64
+//     evaluation order may legitimately pick either side, so either neighbour is accepted. For y
+//     such elements must be rare (~1e-9 per element). The mean is often exactly a float tie
+//     (a short dyadic sum of bf16 values divided by D = 3 * 2^10), so it is not counted.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <vector>
+
+#include "compiler/interp/float_formats.h"
+#include "compiler/interp/interpreter.h"
+#include "tests/interp/ln_modulate_kernel.h"
+#include "tests/interp/reference_rounding.h"
+
+#ifdef MXFP6_HAVE_FRONTEND
+#include "compiler/frontend/frontend.h"
+#endif
+
+namespace mxfp6::interp {
+namespace {
+
+using testing::buildLnModulate;
+using testing::referenceBf16;
+using testing::referenceBf16Value;
+
+constexpr double kTol = 1e-12;
+
+struct LnShape {
+  int64_t B, S, T, D;
+};
+
+struct LnData {
+  LnShape shape;
+  std::vector<uint16_t> x, scale, shift, y;
+  std::vector<float> mean, rstd;
+  std::vector<double> y64, mean64, rstd64;
+};
+
+LnData makeData(const LnShape& s, uint64_t seed) {
+  LnData d{s, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> xs(0.25, 1.5), mods(0.0, 0.3);
+  auto fill = [&](std::vector<uint16_t>& v, size_t n, std::normal_distribution<double>& dist) {
+    v.resize(n);
+    for (auto& e : v) e = referenceBf16(dist(rng));
+  };
+  fill(d.x, s.T * s.D, xs);
+  fill(d.scale, s.B * s.D, mods);
+  fill(d.shift, s.B * s.D, mods);
+  d.y.assign(s.T * s.D, 0xFFFF);  // NaN: an element the kernel failed to write stays visible
+  d.mean.assign(s.T, std::nanf(""));
+  d.rstd.assign(s.T, std::nanf(""));
+  d.y64.assign(s.T * s.D, std::nan(""));
+  d.mean64.assign(s.T, std::nan(""));
+  d.rstd64.assign(s.T, std::nan(""));
+  return d;
+}
+
+std::vector<Arg> lnArgs(LnData& d, const kir::Kernel& k) {
+  auto tensor = [](void* p, kir::Dtype t, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t e : shape) n *= e;
+    return TensorArg{p, t, std::move(shape), n};
+  };
+  const LnShape& s = d.shape;
+  std::vector<Arg> args(k.params.size());
+  args[testing::kX] = tensor(d.x.data(), kir::Dtype::BF16, {s.T, s.D});
+  args[testing::kScale] = tensor(d.scale.data(), kir::Dtype::BF16, {s.B, s.D});
+  args[testing::kShift] = tensor(d.shift.data(), kir::Dtype::BF16, {s.B, s.D});
+  args[testing::kY] = tensor(d.y.data(), kir::Dtype::BF16, {s.T, s.D});
+  args[testing::kMean] = tensor(d.mean.data(), kir::Dtype::F32, {s.T});
+  args[testing::kRstd] = tensor(d.rstd.data(), kir::Dtype::F32, {s.T});
+  args[testing::kTokensPerSample] = int64_t{s.S};
+  args[testing::kEps] = std::monostate{};  // default 1e-6
+  return args;
+}
+
+/// Checks that `stored` is `round(ref)`, or, when ref lies within kTol relative of a rounding
+/// boundary (a tie), either of the two roundings on each side of it; counts the latter.
+template <class Bits, class Round>
+::testing::AssertionResult roundedOnce(Bits stored, long double ref, Round round,
+                                       int64_t& nearTies) {
+  const Bits below = round(static_cast<double>(ref * (1 - kTol)));
+  const Bits above = round(static_cast<double>(ref * (1 + kTol)));
+  if (below != above) {
+    ++nearTies;
+    if (stored == below || stored == above) return ::testing::AssertionSuccess();
+  } else if (stored == round(static_cast<double>(ref))) {
+    return ::testing::AssertionSuccess();
+  }
+  std::ostringstream os;
+  os << "stored bits 0x" << std::hex << +stored << ", reference " << std::hexfloat
+     << static_cast<double>(ref) << " rounds to 0x" << +round(static_cast<double>(ref));
+  return ::testing::AssertionFailure() << os.str();
+}
+
+struct Mismatches {
+  int64_t yNearTies = 0;
+  int64_t statNearTies = 0;
+};
+
+void checkAgainstReference(const LnData& d, Mismatches& m) {
+  const LnShape& s = d.shape;
+  const long double eps = static_cast<float>(1e-6);
+  auto f32Bits = [](double v) { return std::bit_cast<uint32_t>(static_cast<float>(v)); };
+  for (int64_t t = 0; t < s.T; ++t) {
+    const int64_t b = t / s.S;
+    const uint16_t* x = &d.x[t * s.D];
+    long double sum = 0, sumAbs = 0;
+    for (int64_t i = 0; i < s.D; ++i) {
+      sum += referenceBf16Value(x[i]);
+      sumAbs += std::fabs(referenceBf16Value(x[i]));
+    }
+    const long double mu = sum / s.D;
+    long double sq = 0;
+    for (int64_t i = 0; i < s.D; ++i) {
+      const long double c = referenceBf16Value(x[i]) - mu;
+      sq += c * c;
+    }
+    const long double rstd = 1 / std::sqrt(sq / s.D + eps);
+
+    ASSERT_LE(std::fabs(d.mean64[t] - mu), kTol * sumAbs / s.D) << "t=" << t;
+    ASSERT_LE(std::fabs(d.rstd64[t] - rstd), kTol * rstd) << "t=" << t;
+    ASSERT_TRUE(roundedOnce(std::bit_cast<uint32_t>(d.mean[t]), mu, f32Bits, m.statNearTies))
+        << "mean, t=" << t;
+    ASSERT_TRUE(roundedOnce(std::bit_cast<uint32_t>(d.rstd[t]), rstd, f32Bits, m.statNearTies))
+        << "rstd, t=" << t;
+
+    for (int64_t i = 0; i < s.D; ++i) {
+      const long double xh = (referenceBf16Value(x[i]) - mu) * rstd;
+      const long double mod = 1 + static_cast<long double>(referenceBf16Value(d.scale[b * s.D + i]));
+      const long double sh = referenceBf16Value(d.shift[b * s.D + i]);
+      const long double y = xh * mod + sh;
+      const long double terms = std::fabs(xh * mod) + std::fabs(sh);
+      const int64_t o = t * s.D + i;
+      ASSERT_LE(std::fabs(d.y64[o] - y), kTol * terms) << "t=" << t << " i=" << i;
+      ASSERT_TRUE(roundedOnce(d.y[o], y, referenceBf16, m.yNearTies)) << "y, t=" << t << " i=" << i;
+    }
+  }
+}
+
+void runAndCheck(const kir::Kernel& k, const LnShape& shape, uint64_t seed) {
+  LnData d = makeData(shape, seed);
+  std::vector<Arg> args = lnArgs(d, k);
+  RunOptions opts;
+  opts.fp64Outputs = {{testing::kY, &d.y64}, {testing::kMean, &d.mean64},
+                      {testing::kRstd, &d.rstd64}};
+  const Status st = run(k, args, opts);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  Mismatches m;
+  checkAgainstReference(d, m);
+  if (::testing::Test::HasFatalFailure()) return;
+  // Within 1e-12 of a tie is a ~1e-9 event per element of y: a handful at most.
+  EXPECT_LE(m.yNearTies, 2) << "elements of y within 1e-12 of a bf16 tie";
+}
+
+TEST(LnModulateHandBuilt, SmallD) {
+  runAndCheck(buildLnModulate(64), {3, 5, 15, 64}, 1);
+}
+
+TEST(LnModulateHandBuilt, RealD) {
+  runAndCheck(buildLnModulate(3072), {3, 3, 7, 3072}, 2);
+}
+
+TEST(LnModulateHandBuilt, ThousandsOfRows) {
+  // The size GPU tests compare against: it must run in well under a second.
+  runAndCheck(buildLnModulate(3072), {8, 256, 2048, 3072}, 3);
+}
+
+TEST(LnModulateHandBuilt, ExplicitEpsAndSampleIndexing) {
+  // Every token of sample b must read scale[b]/shift[b]: with S = 1 each row has its own sample.
+  const kir::Kernel k = buildLnModulate(64);
+  LnData d = makeData({4, 1, 4, 64}, 4);
+  std::vector<Arg> args = lnArgs(d, k);
+  args[testing::kEps] = 0.25;
+  ASSERT_TRUE(run(k, args).isOk());
+  for (int64_t t = 0; t < 4; ++t) {
+    long double mu = 0, sq = 0;
+    for (int i = 0; i < 64; ++i) mu += referenceBf16Value(d.x[t * 64 + i]);
+    mu /= 64;
+    for (int i = 0; i < 64; ++i) {
+      const long double c = referenceBf16Value(d.x[t * 64 + i]) - mu;
+      sq += c * c;
+    }
+    const long double rstd = 1 / std::sqrt(sq / 64 + 0.25L);
+    EXPECT_EQ(d.rstd[t], static_cast<float>(static_cast<double>(rstd)));
+    const long double y0 = (referenceBf16Value(d.x[t * 64]) - mu) * rstd *
+                               (1 + static_cast<long double>(referenceBf16Value(d.scale[t * 64]))) +
+                           referenceBf16Value(d.shift[t * 64]);
+    EXPECT_EQ(d.y[t * 64], referenceBf16(static_cast<double>(y0)));
+  }
+}
+
+TEST(LnModulateHandBuilt, ReportsSampleIndexPastScale) {
+  // T = 7 tokens of 3 per sample need 3 samples; a scale with B = 2 rows is read out of bounds.
+  const kir::Kernel k = buildLnModulate(64);
+  LnData d = makeData({2, 3, 7, 64}, 5);
+  const Status st = run(k, lnArgs(d, k));
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("ln_modulate.mxk:19:5: error: load from 'scale' out of bounds at "
+                              "scale[2, :]: index 2 of dim 0 (B) is outside [0, 2)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("row t=6"), std::string::npos) << st.message();
+}
+
+#ifdef MXFP6_HAVE_FRONTEND
+
+std::optional<kir::Kernel> instantiateLnModulate(const std::map<std::string, int64_t>& config) {
+  frontend::DiagnosticEngine diags;
+  auto module = frontend::parseFile(MXFP6_SOURCE_DIR "/kernels_dsl/ln_modulate.mxk", diags);
+  if (!module) {
+    ADD_FAILURE() << diags.render();
+    return std::nullopt;
+  }
+  auto k = frontend::instantiate(*module, "ln_modulate_fwd", config, diags);
+  if (!k) ADD_FAILURE() << diags.render();
+  return k;
+}
+
+TEST(LnModulateFromDsl, RealD) {
+  auto k = instantiateLnModulate({});
+  ASSERT_TRUE(k);
+  ASSERT_EQ(k->params.size(), static_cast<size_t>(testing::kLnParamCount));
+  runAndCheck(*k, {3, 3, 7, 3072}, 2);
+}
+
+TEST(LnModulateFromDsl, SmallD) {
+  // The file's constraints need D % (THREADS * VEC) == 0: D = 256 with THREADS = 128, VEC = 2.
+  auto k = instantiateLnModulate({{"D", 256}, {"THREADS", 128}, {"VEC", 2}});
+  ASSERT_TRUE(k);
+  runAndCheck(*k, {3, 5, 15, 256}, 1);
+}
+
+TEST(LnModulateFromDsl, BindsRuntimeDimsOfTheRealSignature) {
+  auto k = instantiateLnModulate({});
+  ASSERT_TRUE(k);
+  LnData d = makeData({3, 3, 7, 3072}, 6);
+  auto bound = bindArguments(*k, lnArgs(d, *k));
+  ASSERT_TRUE(bound.isOk()) << bound.status().message();
+  for (size_t i = 0; i < k->runtimeDims.size(); ++i) {
+    if (k->runtimeDims[i] == "T") EXPECT_EQ(bound->runtimeDims[i], 7);
+    if (k->runtimeDims[i] == "B") EXPECT_EQ(bound->runtimeDims[i], 3);
+  }
+  EXPECT_EQ(bound->floatScalars[testing::kEps], static_cast<double>(1e-6f));
+  EXPECT_EQ(bound->intScalars[testing::kTokensPerSample], 3);
+}
+
+#endif  // MXFP6_HAVE_FRONTEND
+
+}  // namespace
+}  // namespace mxfp6::interp
