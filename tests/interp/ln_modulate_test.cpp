@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -261,6 +262,36 @@ TEST(LnModulateFromDsl, BindsRuntimeDimsOfTheRealSignature) {
   }
   EXPECT_EQ(bound->floatScalars[testing::kEps], static_cast<double>(1e-6f));
   EXPECT_EQ(bound->intScalars[testing::kTokensPerSample], 3);
+}
+
+TEST(LnModulateFromDsl, MatchesTheHandBuiltKirBitForBit) {
+  auto k = instantiateLnModulate({});
+  ASSERT_TRUE(k);
+  const kir::Kernel hand = buildLnModulate(3072);
+  LnData a = makeData({3, 3, 7, 3072}, 7), b = a;
+  RunOptions optsA, optsB;
+  optsA.fp64Outputs = {{testing::kY, &a.y64}};
+  optsB.fp64Outputs = {{testing::kY, &b.y64}};
+  ASSERT_TRUE(run(*k, lnArgs(a, *k), optsA).isOk());
+  ASSERT_TRUE(run(hand, lnArgs(b, hand), optsB).isOk());
+  EXPECT_EQ(a.y, b.y);
+  EXPECT_EQ(a.y64, b.y64);
+  EXPECT_EQ(0, std::memcmp(a.mean.data(), b.mean.data(), a.mean.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(a.rstd.data(), b.rstd.data(), a.rstd.size() * sizeof(float)));
+}
+
+TEST(LnModulateFromDsl, ZeroTokensPerSampleIsALocatedError) {
+  auto k = instantiateLnModulate({});
+  ASSERT_TRUE(k);
+  LnData d = makeData({3, 3, 7, 3072}, 8);
+  std::vector<Arg> args = lnArgs(d, *k);
+  args[testing::kTokensPerSample] = int64_t{0};
+  const Status st = run(*k, args);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_NE(st.message().find("ln_modulate.mxk:18:"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("error: integer division of 0 by zero"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("row t=0"), std::string::npos) << st.message();
 }
 
 #endif  // MXFP6_HAVE_FRONTEND
