@@ -1,0 +1,609 @@
+// Row-schedule lowering of KIR to MLIR.
+//
+// A program (thread block) handles ROWS rows; each row is handled by THREADS threads. A row
+// vector of N elements lives in registers, distributed so that consecutive threads touch
+// consecutive VEC-element vectors (coalesced, 16-byte accesses when VEC * bytes == 16):
+//
+//   thread `lane` of a row holds chunks c = 0 .. N/(THREADS*VEC)-1,
+//   chunk c covers elements [(c*THREADS + lane)*VEC, +VEC)
+//
+// Elementwise ops act chunk by chunk; per-row scalars are computed redundantly by every thread
+// of the row. A reduction is, in a fixed order:
+//
+//   partial = combine chunks elementwise, then reduce the VEC lanes of the vector
+//   for off = min(THREADS, warp)/2 .. 1:  partial = op(partial, shuffle_xor(partial, off))
+//   if THREADS > warp:                    (cross-warp step through shared memory)
+//     lane 0 of each warp writes buf[parity][row][warp]; barrier
+//     every thread combines buf[parity][row][0 .. warps) in order
+//
+// Floating-point addition is commutative, so every lane ends with bit-identical results. The
+// two shared buffers alternate between consecutive reductions, so one barrier per reduction
+// suffices: a buffer is rewritten only after the barrier of the reduction in between.
+//
+// Rows past the end are clamped to the last row for loads (no out-of-bounds reads, no divergent
+// barriers) and masked for stores.
+
+#include "compiler/codegen/mlir_gen.h"
+
+#include <map>
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Verifier.h"
+
+namespace mxfp6::codegen {
+namespace {
+
+using namespace mlir;
+using kir::Dtype;
+using kir::OpCode;
+
+constexpr unsigned kGlobalAddressSpace = 1;
+constexpr int64_t kMaxAccessBytes = 16;
+
+Type scalarType(MLIRContext* ctx, Dtype d) {
+  switch (d) {
+    case Dtype::BF16: return BFloat16Type::get(ctx);
+    case Dtype::F16: return Float16Type::get(ctx);
+    case Dtype::F32: return Float32Type::get(ctx);
+    case Dtype::I32: return IntegerType::get(ctx, 32);
+    case Dtype::I64: return IntegerType::get(ctx, 64);
+    case Dtype::U8: return IntegerType::get(ctx, 8);
+    case Dtype::Bool: return IntegerType::get(ctx, 1);
+  }
+  return {};
+}
+
+/// A KIR value in registers: one MLIR value for a scalar, one vector per chunk for a row vector.
+struct RegValue {
+  Value scalar;
+  SmallVector<Value> chunks;
+  bool isVector() const { return !chunks.empty(); }
+};
+
+class KernelEmitter {
+ public:
+  KernelEmitter(MLIRContext& ctx, const kir::Kernel& kernel, const TargetInfo& target)
+      : ctx_(ctx), k_(kernel), target_(target), b_(UnknownLoc::get(&ctx), &ctx) {}
+
+  OwningOpRef<ModuleOp> run(LaunchShape& shape);
+
+ private:
+  Location loc(const kir::SourceLoc& l) {
+    return FileLineColLoc::get(&ctx_, l.file.empty() ? k_.sourceFile : l.file, l.line, l.col);
+  }
+  InFlightDiagnostic error(const kir::Op& op) { return emitError(loc(op.loc)); }
+
+  LogicalResult checkSchedule();
+  int64_t chunksFor(int64_t length) const { return length / (threads_ * vec_); }
+  Type chunkType(Dtype d) { return VectorType::get({vec_}, scalarType(&ctx_, d)); }
+
+  Value constI64(int64_t v) { return arith::ConstantIntOp::create(b_, v, 64); }
+  Value constI32(int64_t v) { return arith::ConstantIntOp::create(b_, v, 32); }
+  Value toI64(Value v);
+  /// A constant of type `ty` (scalar or vector) with every element `element`.
+  Value splat(Type ty, TypedAttr element) {
+    if (auto vt = dyn_cast<VectorType>(ty)) return arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, element));
+    return arith::ConstantOp::create(b_, element);
+  }
+  Value broadcast(Value scalar, Dtype d) { return vector::BroadcastOp::create(b_, chunkType(d), scalar); }
+
+  void emitPrologue(gpu::GPUFuncOp func);
+  LogicalResult emitOp(const kir::Op& op, int id);
+  LogicalResult emitLoad(const kir::Op& op, int id);
+  LogicalResult emitStore(const kir::Op& op);
+  LogicalResult emitReduce(const kir::Op& op, int id);
+  LogicalResult emitElementwise(const kir::Op& op, int id);
+
+  /// Element offset Σ index_i * stride_i over the dims that are not the ':' slice.
+  Value scalarOffset(const kir::Op& op);
+  /// Alignment in bytes of every chunk access of `op` (slice accesses only).
+  int64_t chunkAlignment(const kir::Op& op);
+  Value elementPointer(int param, Dtype d, Value offset);
+
+  Value applyScalar(OpCode code, Dtype operandType, ArrayRef<Value> xs, Dtype resultType);
+  Value castValue(Value v, Dtype from, Dtype to);
+  Value sqrtValue(Value v);
+  Value expValue(Value v);
+  Value combine(OpCode reduce, Value a, Value c);
+  Value identityFor(OpCode reduce);
+
+  MLIRContext& ctx_;
+  const kir::Kernel& k_;
+  const TargetInfo& target_;
+  ImplicitLocOpBuilder b_;
+
+  int64_t rows_ = 1, threads_ = 1, vec_ = 1, warp_ = 32, warpsPerRow_ = 1;
+  bool needsShared_ = false;
+  int reductionParity_ = 0;
+
+  std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
+  std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
+  Value sharedBuf_;
+  Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
+  std::vector<RegValue> values_;
+};
+
+LogicalResult KernelEmitter::checkSchedule() {
+  rows_ = k_.rowsPerProgram;
+  threads_ = k_.threadsPerRow;
+  vec_ = k_.vectorWidth;
+  warp_ = target_.subgroupSize;
+  auto fail = [&](const std::string& msg) {
+    emitError(FileLineColLoc::get(&ctx_, k_.sourceFile, 1, 1)) << "kernel '" << k_.name << "': " << msg;
+    return failure();
+  };
+  if (rows_ < 1 || threads_ < 1 || vec_ < 1) return fail("ROWS, THREADS and VEC must be positive");
+  if (rows_ * threads_ > 1024)
+    return fail("ROWS * THREADS = " + std::to_string(rows_ * threads_) + " exceeds 1024 threads per program");
+  if (threads_ >= warp_) {
+    if (threads_ % warp_ != 0)
+      return fail("THREADS = " + std::to_string(threads_) + " must be a multiple of the " + target_.name +
+                  " subgroup size " + std::to_string(warp_));
+  } else if ((threads_ & (threads_ - 1)) != 0 || warp_ % threads_ != 0) {
+    return fail("THREADS = " + std::to_string(threads_) + " below the subgroup size must be a power of two");
+  }
+  warpsPerRow_ = threads_ >= warp_ ? threads_ / warp_ : 1;
+  for (const kir::Op& op : k_.ops) {
+    if (op.type.isVector() && op.code != OpCode::Store && op.type.length % (threads_ * vec_) != 0) {
+      error(op) << "row vector of " << op.type.length << " elements is not a multiple of THREADS * VEC = "
+                << threads_ * vec_;
+      return failure();
+    }
+    bool reducesVector = (op.code == OpCode::ReduceSum || op.code == OpCode::ReduceMax ||
+                          op.code == OpCode::ReduceMin);
+    if (reducesVector && warpsPerRow_ > 1) {
+      if (op.type.elem != Dtype::F32) {
+        error(op) << "reductions across warps are implemented for f32 only";
+        return failure();
+      }
+      needsShared_ = true;
+    }
+  }
+  return success();
+}
+
+Value KernelEmitter::toI64(Value v) {
+  if (v.getType().isInteger(64)) return v;
+  return arith::ExtSIOp::create(b_, b_.getI64Type(), v);
+}
+
+void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
+  Value tid = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::ThreadIdOp::create(b_, gpu::Dimension::x));
+  Value bid = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
+  rowInBlock_ = arith::DivUIOp::create(b_, tid, constI64(threads_));
+  lane_ = arith::RemUIOp::create(b_, tid, constI64(threads_));
+  warpInRow_ = arith::DivUIOp::create(b_, lane_, constI64(warp_));
+  laneInWarp_ = arith::RemUIOp::create(b_, lane_, constI64(warp_));
+  Value row = arith::AddIOp::create(b_, arith::MulIOp::create(b_, bid, constI64(rows_)), rowInBlock_);
+
+  Value numRows = constI64(1);
+  for (int d : k_.rowDims) numRows = arith::MulIOp::create(b_, numRows, runtimeDimArgs_[d]);
+  rowValid_ = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, row, numRows);
+  Value last = arith::SubIOp::create(b_, numRows, constI64(1));
+  row_ = arith::SelectOp::create(b_, rowValid_, row, last);
+  if (needsShared_) sharedBuf_ = func.getWorkgroupAttributions().front();
+}
+
+Value KernelEmitter::scalarOffset(const kir::Op& op) {
+  Value offset = constI64(0);
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    if (op.operands[i] < 0) continue;
+    Value idx = toI64(values_[op.operands[i]].scalar);
+    Value stride = toI64(values_[op.strides[i]].scalar);
+    offset = arith::AddIOp::create(b_, offset, arith::MulIOp::create(b_, idx, stride));
+  }
+  return offset;
+}
+
+int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
+  const kir::Param& p = k_.params[op.param];
+  int64_t bytes = kir::dtypeBytes(p.dtype);
+  int64_t align = std::min<int64_t>(vec_ * bytes, kMaxAccessBytes);
+  // A chunk starts at base + Σ index_i*stride_i + multiple of VEC. Constant strides that are not
+  // multiples of VEC lower the guarantee; runtime strides are checked by the launcher against
+  // the recorded pointer alignment (the ABI requires them to be multiples of VEC).
+  for (size_t i = 0; i < op.operands.size(); ++i) {
+    if (op.operands[i] < 0) continue;
+    const kir::Op& s = k_.ops[op.strides[i]];
+    if (s.code == OpCode::ConstInt) {
+      int64_t strideBytes = s.ival * bytes;
+      while (align > bytes && strideBytes % align != 0) align /= 2;
+    }
+  }
+  return align;
+}
+
+Value KernelEmitter::elementPointer(int param, Dtype d, Value offset) {
+  auto ptrType = LLVM::LLVMPointerType::get(&ctx_, kGlobalAddressSpace);
+  return LLVM::GEPOp::create(b_, ptrType, scalarType(&ctx_, d), paramArgs_[param], ValueRange{offset});
+}
+
+LogicalResult KernelEmitter::emitLoad(const kir::Op& op, int id) {
+  const kir::Param& p = k_.params[op.param];
+  Value base = scalarOffset(op);
+  RegValue& out = values_[id];
+  if (!op.type.isVector()) {
+    Value ptr = elementPointer(op.param, p.dtype, base);
+    out.scalar = LLVM::LoadOp::create(b_, scalarType(&ctx_, p.dtype), ptr, kir::dtypeBytes(p.dtype));
+    return success();
+  }
+  int64_t align = chunkAlignment(op);
+  Value laneBase = arith::AddIOp::create(b_, base, arith::MulIOp::create(b_, lane_, constI64(vec_)));
+  for (int64_t c = 0; c < chunksFor(op.type.length); ++c) {
+    Value off = arith::AddIOp::create(b_, laneBase, constI64(c * threads_ * vec_));
+    Value ptr = elementPointer(op.param, p.dtype, off);
+    out.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(p.dtype), ptr, align));
+  }
+  return success();
+}
+
+LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
+  const kir::Param& p = k_.params[op.param];
+  const RegValue& v = values_[op.value];
+  Value base = scalarOffset(op);
+  bool slice = v.isVector();
+  // Vector stores: every thread stores its chunks of a valid row. Scalar stores: one thread.
+  Value cond = rowValid_;
+  if (!slice) {
+    Value first = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, lane_, constI64(0));
+    cond = arith::AndIOp::create(b_, cond, first);
+  }
+  auto ifOp = scf::IfOp::create(b_, cond, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b_);
+  b_.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  if (!slice) {
+    Value ptr = elementPointer(op.param, p.dtype, base);
+    LLVM::StoreOp::create(b_, v.scalar, ptr, kir::dtypeBytes(p.dtype));
+    return success();
+  }
+  int64_t align = chunkAlignment(op);
+  Value laneBase = arith::AddIOp::create(b_, base, arith::MulIOp::create(b_, lane_, constI64(vec_)));
+  for (size_t c = 0; c < v.chunks.size(); ++c) {
+    Value off = arith::AddIOp::create(b_, laneBase, constI64(int64_t(c) * threads_ * vec_));
+    LLVM::StoreOp::create(b_, v.chunks[c], elementPointer(op.param, p.dtype, off), align);
+  }
+  return success();
+}
+
+Value KernelEmitter::identityFor(OpCode reduce) {
+  Type f32 = b_.getF32Type();
+  switch (reduce) {
+    case OpCode::ReduceMax:
+      return arith::ConstantOp::create(b_, b_.getFloatAttr(f32, -std::numeric_limits<float>::infinity()));
+    case OpCode::ReduceMin:
+      return arith::ConstantOp::create(b_, b_.getFloatAttr(f32, std::numeric_limits<float>::infinity()));
+    default:
+      return arith::ConstantOp::create(b_, b_.getFloatAttr(f32, 0.0));
+  }
+}
+
+Value KernelEmitter::combine(OpCode reduce, Value a, Value c) {
+  bool isFloat = isa<FloatType>(getElementTypeOrSelf(a.getType()));
+  switch (reduce) {
+    case OpCode::ReduceMax:
+      return isFloat ? Value(arith::MaximumFOp::create(b_, a, c)) : Value(arith::MaxSIOp::create(b_, a, c));
+    case OpCode::ReduceMin:
+      return isFloat ? Value(arith::MinimumFOp::create(b_, a, c)) : Value(arith::MinSIOp::create(b_, a, c));
+    default:
+      return isFloat ? Value(arith::AddFOp::create(b_, a, c)) : Value(arith::AddIOp::create(b_, a, c));
+  }
+}
+
+LogicalResult KernelEmitter::emitReduce(const kir::Op& op, int id) {
+  const RegValue& in = values_[op.operands[0]];
+  // 1. Chunks, then the VEC lanes of the vector, in index order.
+  Value acc = in.chunks[0];
+  for (size_t c = 1; c < in.chunks.size(); ++c) acc = combine(op.code, acc, in.chunks[c]);
+  Value partial = vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{0});
+  for (int64_t i = 1; i < vec_; ++i)
+    partial = combine(op.code, partial, vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{i}));
+  // 2. Butterfly across the threads of the row that share a warp.
+  for (int64_t off = std::min(threads_, warp_) / 2; off >= 1; off /= 2) {
+    auto shuffled = gpu::ShuffleOp::create(b_, partial, int32_t(off), int32_t(warp_), gpu::ShuffleMode::XOR);
+    partial = combine(op.code, partial, shuffled.getShuffleResult());
+  }
+  // 3. Across the warps of the row, through alternating shared buffers.
+  if (warpsPerRow_ > 1) {
+    Value slotBase = constI64(int64_t(reductionParity_) * rows_ * warpsPerRow_);
+    reductionParity_ ^= 1;
+    Value rowBase = arith::AddIOp::create(b_, slotBase, arith::MulIOp::create(b_, rowInBlock_, constI64(warpsPerRow_)));
+    Value firstLane = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, laneInWarp_, constI64(0));
+    {
+      auto ifOp = scf::IfOp::create(b_, firstLane, false);
+      OpBuilder::InsertionGuard guard(b_);
+      b_.setInsertionPointToStart(&ifOp.getThenRegion().front());
+      Value slot = arith::AddIOp::create(b_, rowBase, warpInRow_);
+      memref::StoreOp::create(b_, partial, sharedBuf_,
+                              ValueRange{arith::IndexCastOp::create(b_, b_.getIndexType(), slot)});
+    }
+    gpu::BarrierOp::create(b_);
+    Value total;
+    for (int64_t w = 0; w < warpsPerRow_; ++w) {
+      Value slot = arith::AddIOp::create(b_, rowBase, constI64(w));
+      Value x = memref::LoadOp::create(b_, sharedBuf_, ValueRange{arith::IndexCastOp::create(b_, b_.getIndexType(), slot)});
+      total = w == 0 ? x : combine(op.code, total, x);
+    }
+    partial = total;
+  }
+  values_[id].scalar = partial;
+  return success();
+}
+
+Value KernelEmitter::castValue(Value v, Dtype from, Dtype to) {
+  if (from == to) return v;
+  Type elem = scalarType(&ctx_, to);
+  Type ty = isa<VectorType>(v.getType()) ? Type(VectorType::get({vec_}, elem)) : elem;
+  bool fromFloat = kir::isFloat(from), toFloat = kir::isFloat(to);
+  if (fromFloat && toFloat) {
+    int fromBits = getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth();
+    int toBits = elem.getIntOrFloatBitWidth();
+    if (fromBits == toBits) {  // f16 <-> bf16 goes through f32, exact then one rounding
+      Type f32 = isa<VectorType>(v.getType()) ? Type(VectorType::get({vec_}, b_.getF32Type())) : b_.getF32Type();
+      return arith::TruncFOp::create(b_, ty, arith::ExtFOp::create(b_, f32, v));
+    }
+    if (fromBits < toBits) return arith::ExtFOp::create(b_, ty, v);
+    return arith::TruncFOp::create(b_, ty, v);  // round to nearest even
+  }
+  if (!fromFloat && toFloat) return arith::SIToFPOp::create(b_, ty, v);
+  if (fromFloat && !toFloat) return arith::FPToSIOp::create(b_, ty, v);
+  int fromBits = getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth();
+  int toBits = elem.getIntOrFloatBitWidth();
+  if (fromBits == toBits) return v;
+  if (fromBits > toBits) return arith::TruncIOp::create(b_, ty, v);
+  if (from == Dtype::Bool || from == Dtype::U8) return arith::ExtUIOp::create(b_, ty, v);
+  return arith::ExtSIOp::create(b_, ty, v);
+}
+
+/// Correctly rounded square root without a device math library: NVPTX's sqrt.rn through its
+/// intrinsic (the generic llvm.sqrt would become a libdevice call), llvm.sqrt on AMDGPU.
+Value KernelEmitter::sqrtValue(Value v) {
+  const char* intrinsic = target_.backend == Backend::NVVM ? "llvm.nvvm.sqrt.rn.f" : "llvm.sqrt.f32";
+  auto scalarSqrt = [&](Value x) {
+    return LLVM::CallIntrinsicOp::create(b_, b_.getF32Type(), b_.getStringAttr(intrinsic), ValueRange{x})
+        .getResult(0);
+  };
+  auto vt = dyn_cast<VectorType>(v.getType());
+  if (!vt) return scalarSqrt(v);
+  Value result = v;
+  for (int64_t i = 0; i < vt.getNumElements(); ++i) {
+    Value e = scalarSqrt(vector::ExtractOp::create(b_, v, ArrayRef<int64_t>{i}));
+    result = vector::InsertOp::create(b_, e, result, ArrayRef<int64_t>{i});
+  }
+  return result;
+}
+
+/// exp(x) = 2^(x*log2(e)) through the hardware base-2 exponential (≈2 ulp in f32).
+Value KernelEmitter::expValue(Value v) {
+  const char* intrinsic = target_.backend == Backend::NVVM ? "llvm.nvvm.ex2.approx.f" : "llvm.amdgcn.exp2.f32";
+  auto scalarExp = [&](Value x) {
+    Value log2e = arith::ConstantOp::create(b_, b_.getF32FloatAttr(1.4426950408889634f));
+    Value scaled = arith::MulFOp::create(b_, x, log2e);
+    return LLVM::CallIntrinsicOp::create(b_, b_.getF32Type(), b_.getStringAttr(intrinsic), ValueRange{scaled})
+        .getResult(0);
+  };
+  auto vt = dyn_cast<VectorType>(v.getType());
+  if (!vt) return scalarExp(v);
+  Value result = v;
+  for (int64_t i = 0; i < vt.getNumElements(); ++i) {
+    Value e = scalarExp(vector::ExtractOp::create(b_, v, ArrayRef<int64_t>{i}));
+    result = vector::InsertOp::create(b_, e, result, ArrayRef<int64_t>{i});
+  }
+  return result;
+}
+
+Value KernelEmitter::applyScalar(OpCode code, Dtype t, ArrayRef<Value> x, Dtype resultType) {
+  bool f = kir::isFloat(t);
+  switch (code) {
+    case OpCode::Cast: return castValue(x[0], t, resultType);
+    case OpCode::Neg:
+      if (f) return arith::NegFOp::create(b_, x[0]);
+      return arith::SubIOp::create(b_, arith::ConstantOp::create(b_, b_.getZeroAttr(x[0].getType())), x[0]);
+    case OpCode::Abs: {
+      if (!f) {
+        Value zero = arith::ConstantOp::create(b_, b_.getZeroAttr(x[0].getType()));
+        Value negative = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, x[0], zero);
+        return arith::SelectOp::create(b_, negative, arith::SubIOp::create(b_, zero, x[0]), x[0]);
+      }
+      // Clear the sign bit: exact, and needs no math library on any target.
+      Type elem = getElementTypeOrSelf(x[0].getType());
+      Type intElem = b_.getIntegerType(elem.getIntOrFloatBitWidth());
+      Type intTy = isa<VectorType>(x[0].getType()) ? Type(VectorType::get({vec_}, intElem)) : intElem;
+      Value bits = arith::BitcastOp::create(b_, intTy, x[0]);
+      APInt mask = APInt::getSignedMaxValue(elem.getIntOrFloatBitWidth());
+      Value m = splat(intTy, b_.getIntegerAttr(intElem, mask));
+      return arith::BitcastOp::create(b_, x[0].getType(), arith::AndIOp::create(b_, bits, m));
+    }
+    case OpCode::Sqrt: return sqrtValue(x[0]);
+    case OpCode::Rsqrt: {
+      Value one = splat(x[0].getType(), b_.getFloatAttr(getElementTypeOrSelf(x[0].getType()), 1.0));
+      return arith::DivFOp::create(b_, one, sqrtValue(x[0]));
+    }
+    case OpCode::Exp: return expValue(x[0]);
+    case OpCode::Not: {
+      Value one = arith::ConstantOp::create(b_, b_.getOneAttr(x[0].getType()));
+      return arith::XOrIOp::create(b_, x[0], one);
+    }
+    case OpCode::Add: return f ? Value(arith::AddFOp::create(b_, x[0], x[1])) : Value(arith::AddIOp::create(b_, x[0], x[1]));
+    case OpCode::Sub: return f ? Value(arith::SubFOp::create(b_, x[0], x[1])) : Value(arith::SubIOp::create(b_, x[0], x[1]));
+    case OpCode::Mul: return f ? Value(arith::MulFOp::create(b_, x[0], x[1])) : Value(arith::MulIOp::create(b_, x[0], x[1]));
+    case OpCode::Div: return f ? Value(arith::DivFOp::create(b_, x[0], x[1])) : Value(arith::DivSIOp::create(b_, x[0], x[1]));
+    case OpCode::Rem: return f ? Value(arith::RemFOp::create(b_, x[0], x[1])) : Value(arith::RemSIOp::create(b_, x[0], x[1]));
+    case OpCode::Min: return f ? Value(arith::MinimumFOp::create(b_, x[0], x[1])) : Value(arith::MinSIOp::create(b_, x[0], x[1]));
+    case OpCode::Max: return f ? Value(arith::MaximumFOp::create(b_, x[0], x[1])) : Value(arith::MaxSIOp::create(b_, x[0], x[1]));
+    case OpCode::And: return arith::AndIOp::create(b_, x[0], x[1]);
+    case OpCode::Or: return arith::OrIOp::create(b_, x[0], x[1]);
+    case OpCode::Select: return arith::SelectOp::create(b_, x[0], x[1], x[2]);
+    case OpCode::CmpEq: case OpCode::CmpNe: case OpCode::CmpLt:
+    case OpCode::CmpLe: case OpCode::CmpGt: case OpCode::CmpGe: {
+      static const std::map<OpCode, std::pair<arith::CmpFPredicate, arith::CmpIPredicate>> preds = {
+          {OpCode::CmpEq, {arith::CmpFPredicate::OEQ, arith::CmpIPredicate::eq}},
+          {OpCode::CmpNe, {arith::CmpFPredicate::UNE, arith::CmpIPredicate::ne}},
+          {OpCode::CmpLt, {arith::CmpFPredicate::OLT, arith::CmpIPredicate::slt}},
+          {OpCode::CmpLe, {arith::CmpFPredicate::OLE, arith::CmpIPredicate::sle}},
+          {OpCode::CmpGt, {arith::CmpFPredicate::OGT, arith::CmpIPredicate::sgt}},
+          {OpCode::CmpGe, {arith::CmpFPredicate::OGE, arith::CmpIPredicate::sge}},
+      };
+      auto [fp, ip] = preds.at(code);
+      if (f) return arith::CmpFOp::create(b_, fp, x[0], x[1]);
+      return arith::CmpIOp::create(b_, ip, x[0], x[1]);
+    }
+    default: return {};
+  }
+}
+
+LogicalResult KernelEmitter::emitElementwise(const kir::Op& op, int id) {
+  // Operand dtype: what the arithmetic runs in (the result type, except for casts, compares
+  // and selects, whose operands carry their own).
+  Dtype operandType = op.type.elem;
+  if (op.code == OpCode::Cast || (op.code >= OpCode::CmpEq && op.code <= OpCode::CmpGe))
+    operandType = k_.ops[op.operands[0]].type.elem;
+  if (op.code == OpCode::Select) operandType = op.type.elem;
+
+  RegValue& out = values_[id];
+  if (!op.type.isVector()) {
+    SmallVector<Value> xs;
+    for (int o : op.operands) xs.push_back(values_[o].scalar);
+    // Mixed i32/i64 scalar operands were promoted by the frontend's typing; make them agree.
+    if (!kir::isFloat(operandType) && op.code != OpCode::Cast && op.code != OpCode::Select)
+      for (Value& x : xs)
+        if (x.getType().isInteger(32) && operandType == Dtype::I64) x = toI64(x);
+    out.scalar = applyScalar(op.code, operandType, xs, op.type.elem);
+    if (!out.scalar) {
+      error(op) << "operation " << kir::opName(op.code) << " is not supported by the code generator";
+      return failure();
+    }
+    return success();
+  }
+  for (int64_t c = 0; c < chunksFor(op.type.length); ++c) {
+    SmallVector<Value> xs;
+    for (int o : op.operands) {
+      const RegValue& v = values_[o];
+      xs.push_back(v.isVector() ? v.chunks[c] : broadcast(v.scalar, k_.ops[o].type.elem));
+    }
+    Value r = applyScalar(op.code, operandType, xs, op.type.elem);
+    if (!r) {
+      error(op) << "operation " << kir::opName(op.code) << " is not supported by the code generator";
+      return failure();
+    }
+    out.chunks.push_back(r);
+  }
+  return success();
+}
+
+LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
+  b_.setLoc(loc(op.loc));
+  RegValue& out = values_[id];
+  switch (op.code) {
+    case OpCode::ConstFloat:
+      out.scalar = arith::ConstantOp::create(b_, b_.getFloatAttr(scalarType(&ctx_, op.type.elem), op.fval));
+      return success();
+    case OpCode::ConstInt:
+      out.scalar = arith::ConstantOp::create(b_, b_.getIntegerAttr(scalarType(&ctx_, op.type.elem), op.ival));
+      return success();
+    case OpCode::ScalarArg: out.scalar = paramArgs_[op.param]; return success();
+    case OpCode::DimArg: out.scalar = runtimeDimArgs_[op.ival]; return success();
+    case OpCode::RowIndex: {
+      // Row variables are the digits of the flat row index, the last one fastest.
+      Value r = row_;
+      for (int v = int(k_.rowVars.size()) - 1; v > op.ival; --v)
+        r = arith::DivUIOp::create(b_, r, runtimeDimArgs_[k_.rowDims[v]]);
+      if (op.ival > 0) r = arith::RemUIOp::create(b_, r, runtimeDimArgs_[k_.rowDims[op.ival]]);
+      out.scalar = r;
+      return success();
+    }
+    case OpCode::Load: return emitLoad(op, id);
+    case OpCode::Store: return emitStore(op);
+    case OpCode::ReduceSum: case OpCode::ReduceMax: case OpCode::ReduceMin: return emitReduce(op, id);
+    default: return emitElementwise(op, id);
+  }
+}
+
+OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
+  if (failed(checkSchedule())) return nullptr;
+  Location kernelLoc = FileLineColLoc::get(&ctx_, k_.sourceFile, 1, 1);
+  b_.setLoc(kernelLoc);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(kernelLoc);
+  (*module)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b_.getUnitAttr());
+  b_.setInsertionPointToEnd(module->getBody());
+  auto gpuModule = gpu::GPUModuleOp::create(b_, k_.name + "_module");
+  b_.setInsertionPointToStart(gpuModule.getBody());
+
+  // Bare arguments in ABI order: pointers and scalars, then the runtime sizes the body uses.
+  SmallVector<Type> argTypes;
+  std::vector<kir::AbiArg> abi = k_.abi();
+  for (const kir::AbiArg& a : abi) {
+    switch (a.kind) {
+      case kir::AbiKind::Pointer: argTypes.push_back(LLVM::LLVMPointerType::get(&ctx_, kGlobalAddressSpace)); break;
+      case kir::AbiKind::I32: argTypes.push_back(b_.getI32Type()); break;
+      case kir::AbiKind::I64: argTypes.push_back(b_.getI64Type()); break;
+      case kir::AbiKind::F32: argTypes.push_back(b_.getF32Type()); break;
+    }
+  }
+  SmallVector<Type> workgroup;
+  int sharedFloats = int(2 * rows_ * warpsPerRow_);
+  if (needsShared_)
+    workgroup.push_back(MemRefType::get({sharedFloats}, b_.getF32Type(), AffineMap(),
+                                        gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
+  auto func = gpu::GPUFuncOp::create(b_, entryName(k_), b_.getFunctionType(argTypes, {}), workgroup, TypeRange{});
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
+  int blockThreads = int(rows_ * threads_);
+  func.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({blockThreads, 1, 1}));
+
+  paramArgs_.assign(k_.params.size(), Value());
+  runtimeDimArgs_.assign(k_.runtimeDims.size(), Value());
+  Block& entry = func.getBody().front();
+  for (size_t i = 0; i < abi.size(); ++i) {
+    if (abi[i].param >= 0) paramArgs_[abi[i].param] = entry.getArgument(i);
+    else runtimeDimArgs_[abi[i].runtimeDim] = entry.getArgument(i);
+  }
+  for (int d : k_.rowDims) {
+    if (!runtimeDimArgs_[d]) {
+      emitError(kernelLoc) << "row extent '" << k_.runtimeDims[d] << "' is not a kernel argument";
+      return nullptr;
+    }
+  }
+
+  b_.setInsertionPointToStart(&entry);
+  emitPrologue(func);
+  values_.assign(k_.ops.size(), RegValue());
+  int64_t pointerAlignment = 1;
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    if (failed(emitOp(k_.ops[i], int(i)))) return nullptr;
+    const kir::Op& op = k_.ops[i];
+    if ((op.code == OpCode::Load && op.type.isVector()) ||
+        (op.code == OpCode::Store && k_.ops[op.value].type.isVector()))
+      pointerAlignment = std::max(pointerAlignment, chunkAlignment(op));
+  }
+  b_.setLoc(kernelLoc);
+  gpu::ReturnOp::create(b_);
+
+  if (failed(verify(*module))) return nullptr;
+  shape.blockThreads = blockThreads;
+  shape.rowsPerProgram = int(rows_);
+  shape.sharedBytes = needsShared_ ? sharedFloats * 4 : 0;
+  shape.pointerAlignment = int(pointerAlignment);
+  return module;
+}
+
+}  // namespace
+
+std::string entryName(const kir::Kernel& kernel) { return kernel.name; }
+
+OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kernel, const TargetInfo& target,
+                                   LaunchShape& shape) {
+  context.loadDialect<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect, memref::MemRefDialect,
+                      scf::SCFDialect, vector::VectorDialect>();
+  KernelEmitter emitter(context, kernel, target);
+  return emitter.run(shape);
+}
+
+}  // namespace mxfp6::codegen

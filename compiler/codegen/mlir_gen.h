@@ -1,0 +1,36 @@
+// KIR -> MLIR: the one file that sees both the kernel IR and MLIR (as MLIRGen.cpp in the Toy
+// tutorial). The result is a `gpu.module` holding one `gpu.func` kernel written in upstream
+// dialects (gpu, arith, vector, scf, memref, llvm), still target-neutral except for the few
+// operations the TargetInfo selects (subgroup width, square root intrinsic).
+#pragma once
+
+#include <string>
+
+#include "compiler/codegen/target.h"
+#include "compiler/frontend/kir.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace mlir {
+class MLIRContext;
+}
+
+namespace mxfp6::codegen {
+
+/// Facts about the generated kernel that the launcher needs, decided while generating it.
+struct LaunchShape {
+  int blockThreads = 0;     // threads per program (ROWS * THREADS)
+  int rowsPerProgram = 0;   // rows one program handles; grid = ceil(rows / rowsPerProgram)
+  int sharedBytes = 0;      // static shared memory used by cross-warp reductions
+  int pointerAlignment = 0; // bytes every tensor pointer must be aligned to
+};
+
+/// Generates the kernel; on failure, errors were emitted at the DSL location and the result is
+/// null.
+mlir::OwningOpRef<mlir::ModuleOp> generateMLIR(mlir::MLIRContext& context, const kir::Kernel& kernel,
+                                               const TargetInfo& target, LaunchShape& shape);
+
+/// The name of the kernel symbol in the code object.
+std::string entryName(const kir::Kernel& kernel);
+
+}  // namespace mxfp6::codegen

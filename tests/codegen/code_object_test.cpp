@@ -1,0 +1,133 @@
+// Binary stages are checked by their container, not byte for byte: an AMDGPU ELF for the right
+// chip with the kernel symbol, its descriptor and amdhsa metadata naming the target; a CUDA ELF
+// (cubin) with the kernel symbol. The launch metadata matches the kernel's ABI.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "compiler/codegen/codegen.h"
+#include "llvm/BinaryFormat/ELF.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "tests/codegen/kernel_fixture.h"
+
+namespace mxfp6 {
+namespace {
+
+using codegen::Emit;
+
+struct ElfFacts {
+  unsigned machine = 0;
+  unsigned flags = 0;
+  std::vector<std::string> symbols;
+  std::string notes;  // concatenated note descriptors (the amdhsa msgpack holds plain strings)
+};
+
+ElfFacts readElf(const std::string& bytes) {
+  ElfFacts facts;
+  auto object = llvm::object::ObjectFile::createELFObjectFile(llvm::MemoryBufferRef(bytes, "obj"));
+  if (!object) {
+    ADD_FAILURE() << "not an ELF file: " << llvm::toString(object.takeError());
+    return facts;
+  }
+  auto* elf = llvm::cast<llvm::object::ELF64LEObjectFile>(object->get());
+  const auto& file = elf->getELFFile();
+  facts.machine = file.getHeader().e_machine;
+  facts.flags = file.getHeader().e_flags;
+  for (const auto& sym : elf->symbols())
+    if (auto name = sym.getName()) facts.symbols.push_back(name->str());
+    else llvm::consumeError(name.takeError());
+  for (const auto& section : llvm::cantFail(file.sections())) {
+    if (section.sh_type != llvm::ELF::SHT_NOTE) continue;
+    llvm::Error err = llvm::Error::success();
+    for (const auto& note : file.notes(section, err)) {
+      auto desc = note.getDesc(section.sh_addralign);
+      facts.notes.append(reinterpret_cast<const char*>(desc.data()), desc.size());
+    }
+    llvm::consumeError(std::move(err));
+  }
+  return facts;
+}
+
+bool hasSymbol(const ElfFacts& f, const std::string& name) {
+  return std::find(f.symbols.begin(), f.symbols.end(), name) != f.symbols.end();
+}
+
+class LnModulateCodeObject : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    module_ = testing::parseKernelFile("ln_modulate.mxk");
+    ASSERT_TRUE(module_);
+    kernel_ = testing::instantiateOrFail(*module_, "ln_modulate_fwd", {});
+    ASSERT_TRUE(kernel_);
+  }
+  codegen::CompiledKernel compile(const std::string& target, Emit emit) {
+    Expected<codegen::CompiledKernel> c = codegen::compileKernel(*kernel_, *codegen::findTarget(target), emit);
+    EXPECT_TRUE(c.isOk()) << c.status().message();
+    return c.isOk() ? *c : codegen::CompiledKernel{};
+  }
+  std::optional<frontend::Module> module_;
+  std::optional<kir::Kernel> kernel_;
+};
+
+TEST_F(LnModulateCodeObject, HsacoIsAnAmdgpuElfForEachChip) {
+  // e_flags carry the chip: EF_AMDGPU_MACH_AMDGCN_GFX942 / _GFX950 in the low byte.
+  for (auto [chip, mach] : {std::pair{"gfx942", llvm::ELF::EF_AMDGPU_MACH_AMDGCN_GFX942},
+                            std::pair{"gfx950", llvm::ELF::EF_AMDGPU_MACH_AMDGCN_GFX950}}) {
+    SCOPED_TRACE(chip);
+    codegen::CompiledKernel c = compile(chip, Emit::Hsaco);
+    ElfFacts f = readElf(c.bytes);
+    EXPECT_EQ(f.machine, llvm::ELF::EM_AMDGPU);
+    EXPECT_EQ(f.flags & llvm::ELF::EF_AMDGPU_MACH, unsigned(mach));
+    EXPECT_TRUE(hasSymbol(f, "ln_modulate_fwd"));
+    EXPECT_TRUE(hasSymbol(f, "ln_modulate_fwd.kd")) << "kernel descriptor missing";
+    EXPECT_NE(f.notes.find("amdhsa.kernels"), std::string::npos);
+    EXPECT_NE(f.notes.find(std::string("amdgcn-amd-amdhsa--") + chip), std::string::npos);
+    // Resources come from the same metadata: a wave64 reduction over 6 waves uses 2*6 floats of LDS.
+    ASSERT_TRUE(c.resources.sharedBytes.has_value());
+    EXPECT_EQ(*c.resources.sharedBytes, 2 * (384 / 64) * 4);
+    EXPECT_GT(c.resources.registers.value_or(0), 0);
+  }
+}
+
+TEST_F(LnModulateCodeObject, CubinIsACudaElfWhenPtxasIsInstalled) {
+  if (access("/usr/local/cuda/bin/ptxas", X_OK) != 0 && !std::getenv("MXFP6_PTXAS"))
+    GTEST_SKIP() << "ptxas not installed: cubin is optional (PTX is checked by lit)";
+  codegen::CompiledKernel c = compile("sm_90", Emit::Cubin);
+  ElfFacts f = readElf(c.bytes);
+  EXPECT_EQ(f.machine, unsigned(llvm::ELF::EM_CUDA));
+  EXPECT_TRUE(hasSymbol(f, "ln_modulate_fwd"));
+  EXPECT_GT(c.resources.registers.value_or(0), 0);
+  EXPECT_EQ(c.resources.sharedBytes.value_or(-1), 2 * (384 / 32) * 4);
+}
+
+TEST_F(LnModulateCodeObject, MetadataDescribesTheLaunch) {
+  codegen::CompiledKernel c = compile("gfx942", Emit::Hsaco);
+  nlohmann::json j = nlohmann::json::parse(c.metadataJson);
+  EXPECT_EQ(j["kernel"], "ln_modulate_fwd");
+  EXPECT_EQ(j["entry"], "ln_modulate_fwd");
+  EXPECT_EQ(j["target"], "gfx942");
+  std::vector<std::string> kinds;
+  for (const auto& a : j["abi"]) kinds.push_back(a["kind"]);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "i32", "f32", "i64"}));
+  EXPECT_EQ(j["block"], nlohmann::json({384, 1, 1}));
+  EXPECT_EQ(j["rows_per_program"], 1);
+  EXPECT_EQ(j["alignment"], 16);  // VEC=8 bf16 = 16-byte accesses
+  EXPECT_EQ(j["config"]["D"], 3072);
+}
+
+TEST_F(LnModulateCodeObject, ScheduleTheTargetCannotRunIsALocatedError) {
+  // THREADS=128 with gfx942's 64-wide waves is fine; 96 threads is not a multiple of the wave.
+  kir::Kernel bad = *kernel_;
+  bad.threadsPerRow = 96;
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(bad, *codegen::findTarget("gfx942"), Emit::Mlir);
+  ASSERT_FALSE(c.isOk());
+  EXPECT_NE(c.status().message().find("ln_modulate.mxk:"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("multiple of the gfx942 subgroup size 64"), std::string::npos)
+      << c.status().message();
+}
+
+}  // namespace
+}  // namespace mxfp6

@@ -1,0 +1,31 @@
+// Loads and instantiates a kernel of kernels_dsl/ for codegen tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "compiler/frontend/frontend.h"
+
+namespace mxfp6::testing {
+
+inline std::string kernelsDsl(const std::string& file) { return std::string(MXFP6_KERNELS_DSL) + "/" + file; }
+
+inline std::optional<frontend::Module> parseKernelFile(const std::string& file) {
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = frontend::parseFile(kernelsDsl(file), diags);
+  EXPECT_FALSE(diags.hasErrors()) << diags.render();
+  return m;
+}
+
+inline std::optional<kir::Kernel> instantiateOrFail(const frontend::Module& m, const std::string& kernel,
+                                                    const std::map<std::string, int64_t>& config) {
+  frontend::DiagnosticEngine diags;
+  std::optional<kir::Kernel> k = frontend::instantiate(m, kernel, config, diags);
+  EXPECT_TRUE(k.has_value()) << diags.render();
+  return k;
+}
+
+}  // namespace mxfp6::testing

@@ -1,0 +1,291 @@
+// mxfp6c: check, list and compile DSL kernels; precompile a whole kernel folder.
+//
+//   mxfp6c check FILE
+//   mxfp6c list FILE
+//   mxfp6c compile FILE --kernel NAME --target sm_90|gfx942|gfx950 [--config K=V,...]
+//                  [--emit ast|kir|mlir|llvm|ptx|cubin|hsaco|isa] [-o OUT]
+//   mxfp6c precompile PATH... -o DIR [--targets T1,T2,...]
+//
+// Exit status: 0 on success, 1 on a user error (located diagnostics on stderr), 2 on bad usage.
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "compiler/codegen/codegen.h"
+#include "compiler/frontend/frontend.h"
+
+namespace {
+
+using namespace mxfp6;
+namespace fs = std::filesystem;
+
+constexpr int kOk = 0, kUserError = 1, kUsage = 2;
+
+const char* kUsageText =
+    "usage:\n"
+    "  mxfp6c check FILE\n"
+    "  mxfp6c list FILE\n"
+    "  mxfp6c compile FILE --kernel NAME --target sm_90|gfx942|gfx950 [--config K=V,...]\n"
+    "                 [--emit ast|kir|mlir|llvm|ptx|cubin|hsaco|isa] [-o OUT]\n"
+    "  mxfp6c precompile PATH... -o DIR [--targets sm_90,gfx942,gfx950]\n";
+
+std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < xs.size(); ++i) out += (i ? sep : "") + xs[i];
+  return out;
+}
+
+/// Flags after the subcommand: positional arguments and `--name value` / `-o value` pairs.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;
+};
+
+std::optional<Args> parseArgs(int argc, char** argv, const std::vector<std::string>& known) {
+  Args a;
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("-", 0) == 0 && s != "-") {
+      std::string name = s, value;
+      if (auto eq = s.find('='); eq != std::string::npos) {
+        name = s.substr(0, eq);
+        value = s.substr(eq + 1);
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        std::cerr << "mxfp6c: error: " << s << " needs a value\n";
+        return std::nullopt;
+      }
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        std::cerr << "mxfp6c: error: unknown option " << name << " (valid: " << join(known) << ")\n";
+        return std::nullopt;
+      }
+      a.flags[name] = value;
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+std::optional<frontend::Module> load(const std::string& path, frontend::DiagnosticEngine& diags) {
+  std::optional<frontend::Module> m = frontend::parseFile(path, diags);
+  if (!m || diags.hasErrors()) {
+    std::cerr << diags.render();
+    return std::nullopt;
+  }
+  return m;
+}
+
+bool writeFile(const std::string& path, const std::string& bytes) {
+  if (path == "-") {
+    std::cout << bytes;
+    return bool(std::cout);
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  if (!out) std::cerr << "mxfp6c: error: cannot write " << path << "\n";
+  return bool(out);
+}
+
+std::string describeParam(const kir::Param& p) {
+  std::string s = p.name + ": ";
+  if (p.kind == kir::ParamKind::Scalar) {
+    s += kir::dtypeName(p.dtype);
+    if (p.hasDefault) {
+      std::ostringstream v;
+      v << p.defaultValue;
+      s += " = " + v.str();
+    }
+    return s;
+  }
+  std::vector<std::string> dims;
+  for (const kir::Dim& d : p.dims) dims.push_back(d.name);
+  return s + (p.isOutput ? "out " : "") + kir::dtypeName(p.dtype) + "[" + join(dims) + "]";
+}
+
+int cmdCheck(const Args& a) {
+  if (a.positional.size() != 1) return std::cerr << kUsageText, kUsage;
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = load(a.positional[0], diags);
+  if (!m) return kUserError;
+  // Instantiate every kernel at its default configuration, so constraint and shape errors
+  // that only appear with concrete sizes are reported too.
+  for (const frontend::KernelInfo& k : m->kernels())
+    frontend::instantiate(*m, k.name, {}, diags);
+  if (diags.hasErrors()) return std::cerr << diags.render(), kUserError;
+  std::cout << a.positional[0] << ": " << m->kernels().size() << " kernel(s) ok\n";
+  return kOk;
+}
+
+int cmdList(const Args& a) {
+  if (a.positional.size() != 1) return std::cerr << kUsageText, kUsage;
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = load(a.positional[0], diags);
+  if (!m) return kUserError;
+  for (const frontend::KernelInfo& k : m->kernels()) {
+    std::cout << "kernel " << k.name << "\n  params:\n";
+    for (const kir::Param& p : k.params) std::cout << "    " << describeParam(p) << "\n";
+    for (const frontend::SpecializeInfo& s : k.specializations)
+      std::cout << "  specialize " << s.name << (s.defaultValue ? " = " + std::to_string(*s.defaultValue) : "")
+                << "\n";
+    for (const frontend::TunableInfo& t : k.tunables) {
+      std::vector<std::string> vs;
+      for (int64_t v : t.values) vs.push_back(std::to_string(v));
+      std::cout << "  tune " << t.name << " in {" << join(vs) << "} default " << t.defaultValue << "\n";
+    }
+    for (const frontend::ConstraintInfo& c : k.constraints)
+      std::cout << "  require " << c.text << (c.message.empty() ? "" : "  # " + c.message) << "\n";
+  }
+  return kOk;
+}
+
+std::optional<codegen::TargetInfo> targetOrError(const std::string& name) {
+  std::optional<codegen::TargetInfo> t = codegen::findTarget(name);
+  if (!t) std::cerr << "mxfp6c: error: unknown target '" << name << "' (valid: " << join(codegen::targetNames()) << ")\n";
+  return t;
+}
+
+int cmdCompile(const Args& a) {
+  if (a.positional.size() != 1 || !a.flags.count("--kernel") || !a.flags.count("--target"))
+    return std::cerr << kUsageText, kUsage;
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = load(a.positional[0], diags);
+  if (!m) return kUserError;
+
+  const std::string& kernelName = a.flags.at("--kernel");
+  if (!m->findKernel(kernelName)) {
+    std::vector<std::string> names;
+    for (const frontend::KernelInfo& k : m->kernels()) names.push_back(k.name);
+    std::cerr << "mxfp6c: error: no kernel '" << kernelName << "' in " << a.positional[0]
+              << " (kernels: " << join(names) << ")\n";
+    return kUserError;
+  }
+  std::optional<codegen::TargetInfo> target = targetOrError(a.flags.at("--target"));
+  if (!target) return kUserError;
+  std::string emitText = a.flags.count("--emit") ? a.flags.at("--emit")
+                         : target->backend == codegen::Backend::NVVM ? "cubin" : "hsaco";
+  bool frontendStage = emitText == "ast" || emitText == "kir";
+  std::optional<codegen::Emit> emit = codegen::parseEmit(emitText);
+  if (!frontendStage && !emit) {
+    std::cerr << "mxfp6c: error: unknown --emit '" << emitText
+              << "' (valid: ast, kir, mlir, llvm, ptx, cubin, hsaco, isa)\n";
+    return kUserError;
+  }
+  std::map<std::string, int64_t> config;
+  if (a.flags.count("--config")) {
+    std::string error;
+    auto parsed = frontend::parseConfigString(a.flags.at("--config"), error);
+    if (!parsed) return std::cerr << "mxfp6c: error: --config: " << error << "\n", kUserError;
+    config = *parsed;
+  }
+  std::string out = a.flags.count("-o") ? a.flags.at("-o") : "-";
+
+  if (emitText == "ast") return writeFile(out, frontend::dumpAst(*m)) ? kOk : kUserError;
+  std::optional<kir::Kernel> kernel = frontend::instantiate(*m, kernelName, config, diags);
+  if (!kernel) return std::cerr << diags.render(), kUserError;
+  if (emitText == "kir") return writeFile(out, frontend::dumpKir(*kernel)) ? kOk : kUserError;
+
+  Expected<codegen::CompiledKernel> compiled = codegen::compileKernel(*kernel, *target, *emit);
+  if (!compiled) return std::cerr << "mxfp6c: error: " << compiled.status().message() << "\n", kUserError;
+  if (!writeFile(out, compiled->bytes)) return kUserError;
+  bool codeObject = *emit == codegen::Emit::Cubin || *emit == codegen::Emit::Hsaco || *emit == codegen::Emit::Ptx;
+  if (codeObject && out != "-" && !writeFile(out + ".json", compiled->metadataJson)) return kUserError;
+  return kOk;
+}
+
+/// Every `.mxk` file named, or found (sorted) in a named folder.
+std::vector<std::string> collectSources(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> inDir;
+      for (const auto& e : fs::directory_iterator(p, ec))
+        if (e.path().extension() == ".mxk") inDir.push_back(e.path().string());
+      std::sort(inDir.begin(), inDir.end());
+      files.insert(files.end(), inDir.begin(), inDir.end());
+    } else {
+      files.push_back(p);
+    }
+  }
+  return files;
+}
+
+std::string orDash(const std::optional<int>& v) { return v ? std::to_string(*v) : "-"; }
+
+int cmdPrecompile(const Args& a) {
+  if (a.positional.empty() || !a.flags.count("-o")) return std::cerr << kUsageText, kUsage;
+  std::vector<codegen::TargetInfo> targets;
+  std::string targetList = a.flags.count("--targets") ? a.flags.at("--targets") : join(codegen::targetNames(), ",");
+  std::stringstream ts(targetList);
+  for (std::string name; std::getline(ts, name, ',');) {
+    std::optional<codegen::TargetInfo> t = targetOrError(name);
+    if (!t) return kUserError;
+    targets.push_back(*t);
+  }
+  fs::path outDir = a.flags.at("-o");
+  std::error_code ec;
+  fs::create_directories(outDir, ec);
+  if (ec) return std::cerr << "mxfp6c: error: cannot create " << outDir << ": " << ec.message() << "\n", kUserError;
+
+  int failures = 0;
+  std::printf("%-24s %-7s %-6s %9s %6s %6s %8s %6s\n", "kernel", "target", "format", "bytes", "regs", "sgprs",
+              "shared", "stack");
+  for (const std::string& file : collectSources(a.positional)) {
+    frontend::DiagnosticEngine diags;
+    std::optional<frontend::Module> m = load(file, diags);
+    if (!m) { ++failures; continue; }
+    for (const frontend::KernelInfo& info : m->kernels()) {
+      std::optional<kir::Kernel> kernel = frontend::instantiate(*m, info.name, {}, diags);
+      if (!kernel) { std::cerr << diags.render(); diags.clear(); ++failures; continue; }
+      for (const codegen::TargetInfo& target : targets) {
+        // sm_90 gets a cubin when ptxas is installed, PTX otherwise (the driver JITs it).
+        codegen::Emit emit = target.backend == codegen::Backend::ROCDL ? codegen::Emit::Hsaco : codegen::Emit::Cubin;
+        Expected<codegen::CompiledKernel> compiled = codegen::compileKernel(*kernel, target, emit);
+        if (!compiled && emit == codegen::Emit::Cubin && compiled.status().message().find("ptxas not found") == 0) {
+          std::cerr << "mxfp6c: note: " << info.name << " for " << target.name << ": ptxas not found, emitting PTX\n";
+          emit = codegen::Emit::Ptx;
+          compiled = codegen::compileKernel(*kernel, target, emit);
+        }
+        if (!compiled) {
+          std::cerr << "mxfp6c: error: " << info.name << " for " << target.name << ": " << compiled.status().message()
+                    << "\n";
+          ++failures;
+          continue;
+        }
+        fs::path base = outDir / (info.name + "." + target.name + "." + codegen::emitName(emit));
+        if (!writeFile(base.string(), compiled->bytes) || !writeFile(base.string() + ".json", compiled->metadataJson)) {
+          ++failures;
+          continue;
+        }
+        const codegen::Resources& r = compiled->resources;
+        std::printf("%-24s %-7s %-6s %9zu %6s %6s %8s %6s\n", info.name.c_str(), target.name.c_str(),
+                    codegen::emitName(emit), compiled->bytes.size(), orDash(r.registers).c_str(),
+                    orDash(r.sgprs).c_str(), orDash(r.sharedBytes).c_str(), orDash(r.stackBytes).c_str());
+      }
+    }
+  }
+  std::fflush(stdout);
+  return failures ? kUserError : kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return std::cerr << kUsageText, kUsage;
+  std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help") return std::cout << kUsageText, kOk;
+  std::optional<Args> args;
+  if (cmd == "check" || cmd == "list") args = parseArgs(argc, argv, {});
+  else if (cmd == "compile") args = parseArgs(argc, argv, {"--kernel", "--target", "--config", "--emit", "-o"});
+  else if (cmd == "precompile") args = parseArgs(argc, argv, {"-o", "--targets"});
+  else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile)\n" << kUsageText, kUsage;
+  if (!args) return kUsage;
+  if (cmd == "check") return cmdCheck(*args);
+  if (cmd == "list") return cmdList(*args);
+  if (cmd == "compile") return cmdCompile(*args);
+  return cmdPrecompile(*args);
+}
