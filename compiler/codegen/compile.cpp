@@ -52,16 +52,17 @@ class DiagnosticCollector {
   mlir::ScopedDiagnosticHandler handler_;
 };
 
+/// The pass pipeline on the top-level module (the PassManager is anchored there already).
 std::string pipelineFor(const TargetInfo& target, const std::string& format, const std::string& toolkit) {
   std::ostringstream p;
   if (target.backend == Backend::NVVM) {
-    p << "builtin.module(nvvm-attach-target{chip=" << target.chip << " O=3},"
+    p << "nvvm-attach-target{chip=" << target.chip << " O=3},"
       << "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
-      << "gpu-module-to-binary{format=" << format << "})";
+      << "gpu-module-to-binary{format=" << format << "}";
   } else {
-    p << "builtin.module(rocdl-attach-target{chip=" << target.chip << " O=3},"
+    p << "rocdl-attach-target{chip=" << target.chip << " O=3},"
       << "gpu.module(convert-scf-to-cf,convert-gpu-to-rocdl,canonicalize,cse,reconcile-unrealized-casts),"
-      << "gpu-module-to-binary{format=" << format << " toolkit=" << toolkit << "})";
+      << "gpu-module-to-binary{format=" << format << " toolkit=" << toolkit << "}";
   }
   return p.str();
 }

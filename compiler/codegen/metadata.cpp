@@ -27,7 +27,9 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   for (const kir::AbiArg& a : kernel.abi()) abi.push_back({{"kind", abiKindName(a.kind)}, {"name", a.name}});
   j["abi"] = abi;
   j["block"] = {shape.blockThreads, 1, 1};
-  j["shared_bytes"] = shape.sharedBytes;
+  // Dynamic shared memory passed at launch: none, the reduction buffers are static.
+  j["shared_bytes"] = 0;
+  j["static_shared_bytes"] = shape.sharedBytes;
   j["rows_per_program"] = shape.rowsPerProgram;
   j["alignment"] = shape.pointerAlignment;
   nlohmann::ordered_json config = nlohmann::ordered_json::object();

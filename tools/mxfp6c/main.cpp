@@ -8,6 +8,7 @@
 //
 // Exit status: 0 on success, 1 on a user error (located diagnostics on stderr), 2 on bad usage.
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>

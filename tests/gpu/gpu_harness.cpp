@@ -1,0 +1,81 @@
+#include "tests/gpu/gpu_harness.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace mxfp6::gputest {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string envOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+std::string readFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+std::string sourceRoot() {
+  std::string root = envOr("MXFP6_SOURCE_ROOT", MXFP6_DEFAULT_SOURCE_ROOT);
+  return fs::exists(fs::path(root) / "kernels_dsl") ? root : ".";
+}
+
+std::string gpuKernelsDir() {
+  std::string dir = envOr("MXFP6_GPU_KERNELS", MXFP6_DEFAULT_GPU_KERNELS);
+  return fs::exists(dir) ? dir : "build/gpu_kernels";
+}
+
+std::vector<CodeObject> findCodeObjects(const std::string& kernel) {
+  std::vector<CodeObject> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(gpuKernelsDir(), ec)) {
+    if (entry.path().extension() != ".json") continue;
+    Expected<rt::KernelMetadata> meta = rt::parseKernelMetadata(readFile(entry.path()));
+    if (!meta || meta->kernel != kernel) continue;
+    fs::path code = entry.path();
+    code.replace_extension();  // "<file>.json" -> "<file>"
+    found.push_back({code.string(), readFile(code), *meta});
+  }
+  std::sort(found.begin(), found.end(), [](const CodeObject& a, const CodeObject& b) { return a.path < b.path; });
+  return found;
+}
+
+rt::Device* device(std::string* whyNot) {
+  static std::unique_ptr<rt::Device> dev;
+  static std::string error;
+  static bool tried = false;
+  if (!tried) {
+    tried = true;
+    Expected<std::unique_ptr<rt::Device>> opened = rt::Device::open();
+    if (opened) dev = opened.take();
+    else error = opened.status().message();
+  }
+  if (!dev && whyNot) *whyNot = error;
+  return dev.get();
+}
+
+uint16_t toBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);
+  return uint16_t((bits + rounding) >> 16);
+}
+
+void fillNormalBf16(std::vector<uint16_t>& out, size_t begin, size_t count, float mean, float stddev,
+                    std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (size_t i = 0; i < count; ++i) out[begin + i] = toBf16(mean + stddev * normal(rng));
+}
+
+}  // namespace mxfp6::gputest

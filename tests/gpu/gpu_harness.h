@@ -1,0 +1,40 @@
+// Shared pieces of the GPU tests: where the DSL sources and the precompiled code objects are,
+// one opened device per process (tests skip when none opens), and deterministic random data.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "runtime/runtime.h"
+
+namespace mxfp6::gputest {
+
+/// The repository root: $MXFP6_SOURCE_ROOT, else the build's source folder, else ".".
+std::string sourceRoot();
+/// The folder of precompiled code objects: $MXFP6_GPU_KERNELS, else build/gpu_kernels.
+std::string gpuKernelsDir();
+
+struct CodeObject {
+  std::string path;
+  std::string bytes;
+  rt::KernelMetadata metadata;
+};
+
+/// Every code object in gpuKernelsDir() whose metadata names `kernel` (sorted by path). Each is
+/// a file with its metadata in `<file>.json`.
+std::vector<CodeObject> findCodeObjects(const std::string& kernel);
+
+/// The process's device, or nullptr with `whyNot` set (no driver, no device).
+rt::Device* device(std::string* whyNot);
+
+/// bf16 bits of a float (round to nearest even).
+uint16_t toBf16(float x);
+
+/// Normally distributed bf16 values: mean + stddev * N(0, 1), rounded to bf16.
+void fillNormalBf16(std::vector<uint16_t>& out, size_t begin, size_t count, float mean, float stddev,
+                    std::mt19937_64& rng);
+
+}  // namespace mxfp6::gputest

@@ -1,0 +1,243 @@
+// LN-modulate forward on the GPU against the fp64 interpreter running the same DSL kernel.
+//
+// Reference: compiler/interp at fp64 (its fp64 shadows of y, mean and rstd).
+// Metrics and bounds, per element:
+//   mean, rstd: relative error |gpu - ref| / |ref| <= 1e-5 (fp32 sums of 3072 terms; the inputs
+//               keep |mean| >= 0.4 so the relative error of the mean is meaningful).
+//   y:          within 1 bf16 ulp of bf16(ref), except where the result cancels (|y| << |terms|):
+//               there |gpu - ref| <= 0.5*ulp_bf16(ref) + 2^-20 * (|xhat*(1+scale)| + |shift|)
+//               (DESIGN.md section 5: fp32 math rounded once to bf16). Elements beyond 1 ulp are
+//               counted and reported.
+//   Determinism: a second launch on re-poisoned outputs gives bit-identical y, mean and rstd.
+// Outputs are poisoned (0xFF bytes, NaN) before each launch so an unwritten element fails.
+// The measured maxima are printed as one "RESULT" line per code object and shape.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/float_formats.h"
+#include "compiler/interp/interpreter.h"
+#include "tests/gpu/gpu_harness.h"
+
+namespace mxfp6 {
+namespace {
+
+constexpr int64_t kD = 3072;
+constexpr double kStatsRelBound = 1e-5;
+
+struct Shape {
+  int64_t samples;            // B
+  int64_t tokensPerSample;    // S
+  int64_t tokens;             // T (<= B*S; fewer makes the last sample ragged)
+};
+
+struct HostProblem {
+  Shape shape;
+  std::vector<uint16_t> x, scale, shift;  // bf16 bits
+  std::vector<uint16_t> y;                // interpreter outputs, rounded as stored
+  std::vector<float> mean, rstd;
+  std::vector<double> y64, mean64, rstd64;  // fp64 shadows
+};
+
+std::optional<kir::Kernel> loadKernel(const std::map<std::string, int64_t>& config, std::string& error) {
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = frontend::parseFile(gputest::sourceRoot() + "/kernels_dsl/ln_modulate.mxk", diags);
+  if (!m) return error = diags.render(), std::nullopt;
+  std::optional<kir::Kernel> k = frontend::instantiate(*m, "ln_modulate_fwd", config, diags);
+  if (!k) error = diags.render();
+  return k;
+}
+
+interp::TensorArg tensor(void* data, kir::Dtype dtype, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return {data, dtype, shape, n};
+}
+
+/// Interpreter arguments in declaration order: x, scale, shift, y, mean, rstd, tokens_per_sample, eps.
+std::vector<interp::Arg> argsFor(HostProblem& p, void* x, void* scale, void* shift, void* y, void* mean, void* rstd) {
+  int64_t T = p.shape.tokens, B = p.shape.samples;
+  return {tensor(x, kir::Dtype::BF16, {T, kD}),      tensor(scale, kir::Dtype::BF16, {B, kD}),
+          tensor(shift, kir::Dtype::BF16, {B, kD}),  tensor(y, kir::Dtype::BF16, {T, kD}),
+          tensor(mean, kir::Dtype::F32, {T}),        tensor(rstd, kir::Dtype::F32, {T}),
+          int64_t(p.shape.tokensPerSample),          std::monostate{}};
+}
+
+HostProblem makeProblem(const Shape& shape, const kir::Kernel& kernel, uint64_t seed) {
+  HostProblem p;
+  p.shape = shape;
+  int64_t T = shape.tokens, B = shape.samples;
+  p.x.resize(T * kD);
+  p.scale.resize(B * kD);
+  p.shift.resize(B * kD);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> offset(0.5f, 2.0f), spread(0.5f, 2.0f), sign(-1.0f, 1.0f);
+  for (int64_t t = 0; t < T; ++t) {
+    float c = offset(rng) * (sign(rng) < 0 ? -1.0f : 1.0f);
+    gputest::fillNormalBf16(p.x, t * kD, kD, c, spread(rng), rng);
+  }
+  gputest::fillNormalBf16(p.scale, 0, B * kD, 0.0f, 0.5f, rng);
+  gputest::fillNormalBf16(p.shift, 0, B * kD, 0.0f, 0.5f, rng);
+  p.y.resize(T * kD);
+  p.mean.resize(T);
+  p.rstd.resize(T);
+  p.y64.resize(T * kD);
+  p.mean64.resize(T);
+  p.rstd64.resize(T);
+  std::vector<interp::Arg> args = argsFor(p, p.x.data(), p.scale.data(), p.shift.data(), p.y.data(), p.mean.data(),
+                                          p.rstd.data());
+  interp::RunOptions opts;
+  opts.fp64Outputs = {{3, &p.y64}, {4, &p.mean64}, {5, &p.rstd64}};
+  Status s = interp::run(kernel, args, opts);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  return p;
+}
+
+struct GpuOutputs {
+  std::vector<uint16_t> y;
+  std::vector<float> mean, rstd;
+};
+
+/// Launches one code object on the problem and reads the outputs back.
+Expected<GpuOutputs> runOnGpu(rt::Device& dev, const rt::LoadedKernel& k, const kir::Kernel& kernel, HostProblem& p) {
+  int64_t T = p.shape.tokens, B = p.shape.samples;
+  size_t xBytes = T * kD * 2, modBytes = B * kD * 2, statBytes = T * 4;
+  ASSIGN_OR_RETURN(rt::DeviceBuffer x, dev.allocate(xBytes));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer scale, dev.allocate(modBytes));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer shift, dev.allocate(modBytes));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer y, dev.allocate(xBytes));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer mean, dev.allocate(statBytes));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer rstd, dev.allocate(statBytes));
+  RETURN_IF_ERROR(dev.copyToDevice(x.data(), p.x.data(), xBytes));
+  RETURN_IF_ERROR(dev.copyToDevice(scale.data(), p.scale.data(), modBytes));
+  RETURN_IF_ERROR(dev.copyToDevice(shift.data(), p.shift.data(), modBytes));
+  RETURN_IF_ERROR(dev.memset(y.data(), 0xFF, xBytes));
+  RETURN_IF_ERROR(dev.memset(mean.data(), 0xFF, statBytes));
+  RETURN_IF_ERROR(dev.memset(rstd.data(), 0xFF, statBytes));
+
+  // The launch ABI comes from the kernel's own signature, filled from the bound arguments.
+  std::vector<interp::Arg> args = argsFor(p, x.data(), scale.data(), shift.data(), y.data(), mean.data(), rstd.data());
+  ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
+  std::vector<rt::LaunchArg> launch;
+  for (const kir::AbiArg& a : kernel.abi()) {
+    switch (a.kind) {
+      case kir::AbiKind::Pointer: launch.push_back(rt::LaunchArg::pointer(bound.tensors[a.param].data)); break;
+      case kir::AbiKind::I32: launch.push_back(rt::LaunchArg::i32(int32_t(bound.intScalars[a.param]))); break;
+      case kir::AbiKind::I64:
+        launch.push_back(rt::LaunchArg::i64(a.param >= 0 ? bound.intScalars[a.param] : bound.runtimeDims[a.runtimeDim]));
+        break;
+      case kir::AbiKind::F32: launch.push_back(rt::LaunchArg::f32(float(bound.floatScalars[a.param]))); break;
+    }
+  }
+  RETURN_IF_ERROR(k.launchRows(T, nullptr, launch));
+  RETURN_IF_ERROR(dev.synchronize());
+  GpuOutputs out;
+  out.y.resize(T * kD);
+  out.mean.resize(T);
+  out.rstd.resize(T);
+  RETURN_IF_ERROR(dev.copyToHost(out.y.data(), y.data(), xBytes));
+  RETURN_IF_ERROR(dev.copyToHost(out.mean.data(), mean.data(), statBytes));
+  RETURN_IF_ERROR(dev.copyToHost(out.rstd.data(), rstd.data(), statBytes));
+  return out;
+}
+
+struct Errors {
+  double meanRel = 0, rstdRel = 0, yMaxUlp = 0;
+  int64_t beyondOneUlp = 0, beyondCancellationBound = 0, nonFinite = 0;
+};
+
+Errors compare(const HostProblem& p, const GpuOutputs& g) {
+  Errors e;
+  int64_t T = p.shape.tokens;
+  for (int64_t t = 0; t < T; ++t) {
+    if (!std::isfinite(g.mean[t]) || !std::isfinite(g.rstd[t])) ++e.nonFinite;
+    e.meanRel = std::max(e.meanRel, std::fabs(g.mean[t] - p.mean64[t]) / std::fabs(p.mean64[t]));
+    e.rstdRel = std::max(e.rstdRel, std::fabs(g.rstd[t] - p.rstd64[t]) / std::fabs(p.rstd64[t]));
+    int64_t b = t / p.shape.tokensPerSample;
+    for (int64_t j = 0; j < kD; ++j) {
+      int64_t i = t * kD + j;
+      double gpu = interp::bf16ToDouble(g.y[i]);
+      if (!std::isfinite(gpu)) { ++e.nonFinite; continue; }
+      double ref = p.y64[i];
+      double refRounded = interp::roundToBf16(ref);
+      double ulps = std::fabs(gpu - refRounded) / interp::ulpBf16(refRounded);
+      e.yMaxUlp = std::max(e.yMaxUlp, ulps);
+      if (ulps <= 1.0) continue;
+      ++e.beyondOneUlp;
+      double x = interp::bf16ToDouble(p.x[i]);
+      double xhat = (x - p.mean64[t]) * p.rstd64[t];
+      double terms = std::fabs(xhat * (1.0 + interp::bf16ToDouble(p.scale[b * kD + j]))) +
+                     std::fabs(interp::bf16ToDouble(p.shift[b * kD + j]));
+      if (std::fabs(gpu - ref) > 0.5 * interp::ulpBf16(ref) + std::ldexp(terms, -20)) ++e.beyondCancellationBound;
+    }
+  }
+  return e;
+}
+
+std::string configTag(const rt::KernelMetadata& m) {
+  std::string tag;
+  for (const char* key : {"ROWS", "THREADS", "VEC"})
+    if (m.config.count(key)) tag += std::string(tag.empty() ? "" : ",") + key + "=" + std::to_string(m.config.at(key));
+  return tag;
+}
+
+class LnModulateGpu : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
+  std::string whyNot;
+  rt::Device* dev = gputest::device(&whyNot);
+  if (!dev) GTEST_SKIP() << whyNot;
+  std::vector<gputest::CodeObject> objects = gputest::findCodeObjects("ln_modulate_fwd");
+  ASSERT_FALSE(objects.empty()) << "no ln_modulate_fwd code objects in " << gputest::gpuKernelsDir();
+
+  std::string error;
+  std::optional<kir::Kernel> reference = loadKernel({}, error);
+  ASSERT_TRUE(reference) << error;
+  const Shape shape = GetParam();
+  HostProblem p = makeProblem(shape, *reference, 20261130 + shape.tokens);
+
+  for (const gputest::CodeObject& obj : objects) {
+    SCOPED_TRACE(obj.path);
+    std::optional<kir::Kernel> kernel = loadKernel(obj.metadata.config, error);
+    ASSERT_TRUE(kernel) << error;
+    Expected<std::unique_ptr<rt::LoadedKernel>> loaded =
+        rt::loadKernel(*dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())), obj.metadata);
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+
+    Expected<GpuOutputs> first = runOnGpu(*dev, **loaded, *kernel, p);
+    ASSERT_TRUE(first.isOk()) << first.status().message();
+    Expected<GpuOutputs> second = runOnGpu(*dev, **loaded, *kernel, p);
+    ASSERT_TRUE(second.isOk()) << second.status().message();
+
+    Errors e = compare(p, *first);
+    bool identical = first->y == second->y &&
+                     std::memcmp(first->mean.data(), second->mean.data(), first->mean.size() * 4) == 0 &&
+                     std::memcmp(first->rstd.data(), second->rstd.data(), first->rstd.size() * 4) == 0;
+    std::printf("RESULT ln_modulate_fwd %-28s T=%-6lld B=%-3lld S=%-4lld D=%lld  mean_rel=%.3g rstd_rel=%.3g "
+                "y_max_ulp=%.3g y_beyond_1ulp=%lld y_beyond_cancellation_bound=%lld nonfinite=%lld "
+                "deterministic=%s\n",
+                configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.samples,
+                (long long)shape.tokensPerSample, (long long)kD, e.meanRel, e.rstdRel, e.yMaxUlp,
+                (long long)e.beyondOneUlp, (long long)e.beyondCancellationBound, (long long)e.nonFinite,
+                identical ? "yes" : "NO");
+    EXPECT_EQ(e.nonFinite, 0);
+    EXPECT_LE(e.meanRel, kStatsRelBound);
+    EXPECT_LE(e.rstdRel, kStatsRelBound);
+    EXPECT_EQ(e.beyondCancellationBound, 0);
+    EXPECT_TRUE(identical) << "two launches on the same inputs differ";
+  }
+}
+
+// B=32, S=512 (T=16384): the Flux training shape. T=7 with S=4: one full sample and a ragged one,
+// fewer rows than one program of the widest schedule.
+INSTANTIATE_TEST_SUITE_P(Shapes, LnModulateGpu,
+                         ::testing::Values(Shape{32, 512, 16384}, Shape{2, 4, 7}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return "T" + std::to_string(info.param.tokens);
+                         });
+
+}  // namespace
+}  // namespace mxfp6
