@@ -1,0 +1,168 @@
+// Loading code objects and launching them. Arguments are checked against the metadata's ABI
+// before the driver sees them: the driver cannot check kernel arguments, so a wrong one would be
+// a silent wrong result or a device fault instead of an error.
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "runtime/driver.h"
+#include "runtime/runtime.h"
+
+namespace mxfp6::rt {
+namespace {
+
+std::string hexAddress(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "0x%" PRIxPTR, reinterpret_cast<uintptr_t>(p));
+  return text;
+}
+
+std::string plural(size_t n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
+Status withKernel(const KernelMetadata& metadata, Status status) {
+  if (status.isOk()) return status;
+  return Status::error("kernel " + metadata.kernel + ": " + status.message());
+}
+
+/// Binary images (ELF: cubin or HSACO; CUDA fatbin) go to the driver as they are. Anything else
+/// is PTX text, which the CUDA driver reads as a C string, so it must end in a NUL byte.
+bool isBinaryImage(std::span<const std::byte> code) {
+  static constexpr unsigned char kElf[] = {0x7f, 'E', 'L', 'F'};
+  static constexpr unsigned char kFatbin[] = {0x50, 0xed, 0x55, 0xba};
+  auto startsWith = [&](const unsigned char(&magic)[4]) {
+    return code.size() >= 4 && std::memcmp(code.data(), magic, 4) == 0;
+  };
+  return startsWith(kElf) || startsWith(kFatbin);
+}
+
+}  // namespace
+
+Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
+  if (args.size() != metadata.abi.size())
+    return Status::error("kernel " + metadata.kernel + " takes " +
+                         plural(metadata.abi.size(), "argument") + ", got " +
+                         std::to_string(args.size()));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ArgSpec& spec = metadata.abi[i];
+    const LaunchArg& arg = args[i];
+    // Built only on failure: this runs on every launch, whose host time is budgeted in microseconds.
+    auto fail = [&](const std::string& problem) {
+      return withKernel(metadata, Status::error("argument " + std::to_string(i) + " '" +
+                                                spec.name + "' " + problem));
+    };
+    if (arg.kind != spec.kind)
+      return fail(std::string("is ") + argKindName(spec.kind) + ", got " + argKindName(arg.kind));
+    if (spec.kind != ArgKind::Pointer) continue;
+    if (arg.value.ptr == nullptr) return fail("is a null pointer");
+    // The generated code issues vector loads/stores of `alignment` bytes on every pointer.
+    if (reinterpret_cast<uintptr_t>(arg.value.ptr) % metadata.alignment != 0)
+      return fail("pointer " + hexAddress(arg.value.ptr) + " is not " +
+                  std::to_string(metadata.alignment) + "-byte aligned");
+  }
+  return Status::ok();
+}
+
+Status checkGrid(const std::array<uint32_t, 3>& grid) {
+  auto text = [&] {
+    return "grid (" + std::to_string(grid[0]) + ", " + std::to_string(grid[1]) + ", " +
+           std::to_string(grid[2]) + ")";
+  };
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+    return Status::error(text() + " has a zero dimension; every grid dimension must be >= 1");
+  if (grid[0] > static_cast<uint32_t>(std::numeric_limits<int32_t>::max()) ||
+      grid[1] > 65535 || grid[2] > 65535)
+    return Status::error(text() + " exceeds the launch limits (x <= 2^31-1, y and z <= 65535)");
+  return Status::ok();
+}
+
+Expected<std::array<uint32_t, 3>> gridForRows(const KernelMetadata& metadata, int64_t rows) {
+  if (rows < 1)
+    return withKernel(metadata, Status::error("cannot make a grid for " + std::to_string(rows) +
+                                              " rows (launchRows treats 0 rows as a no-op)"));
+  int64_t per = metadata.rowsPerProgram;
+  int64_t programs = rows / per + (rows % per != 0 ? 1 : 0);
+  if (programs > std::numeric_limits<int32_t>::max())
+    return withKernel(metadata, Status::error(std::to_string(rows) + " rows need " +
+                                              std::to_string(programs) +
+                                              " programs, more than a grid holds"));
+  return std::array<uint32_t, 3>{static_cast<uint32_t>(programs), 1, 1};
+}
+
+LoadedKernel::LoadedKernel(std::shared_ptr<Driver> driver, void* module, void* function,
+                           KernelMetadata metadata)
+    : driver_(std::move(driver)),
+      module_(module),
+      function_(function),
+      metadata_(std::move(metadata)) {}
+
+LoadedKernel::~LoadedKernel() {
+  // Nothing to report to; the module's memory goes with the context at the latest.
+  driver_->unloadModule(module_);
+}
+
+Status LoadedKernel::launch(const std::array<uint32_t, 3>& grid, void* stream,
+                            std::span<const LaunchArg> args) const {
+  RETURN_IF_ERROR(withKernel(metadata_, checkGrid(grid)));
+  RETURN_IF_ERROR(checkLaunchArgs(metadata_, args));
+  // The driver wants a pointer to each argument's value; every member of the union starts at its
+  // first byte, so the value itself serves. Kernels have few arguments: no heap on this path.
+  constexpr size_t kInline = 32;
+  void* inlineParams[kInline];
+  std::vector<void*> heapParams;
+  void** params = inlineParams;
+  if (args.size() > kInline) {
+    heapParams.resize(args.size());
+    params = heapParams.data();
+  }
+  for (size_t i = 0; i < args.size(); ++i)
+    params[i] = const_cast<LaunchArg::Value*>(&args[i].value);
+  return withKernel(metadata_, driver_->launch(function_, grid, metadata_.block,
+                                               metadata_.sharedBytes, stream, params));
+}
+
+Status LoadedKernel::launchRows(int64_t rows, void* stream, std::span<const LaunchArg> args) const {
+  if (rows == 0) return checkLaunchArgs(metadata_, args);  // an empty batch: nothing to do
+  ASSIGN_OR_RETURN(auto grid, gridForRows(metadata_, rows));
+  return launch(grid, stream, args);
+}
+
+Expected<std::unique_ptr<LoadedKernel>> loadKernel(Device& device, std::span<const std::byte> code,
+                                                   KernelMetadata metadata) {
+  Driver& driver = *device.driver_;
+  if (code.empty()) return withKernel(metadata, Status::error("empty code object"));
+  if (metadata.platform() != driver.platform())
+    return withKernel(metadata, Status::error(std::string("code object targets ") +
+                                              metadata.target + " (" +
+                                              platformName(metadata.platform()) +
+                                              ") but the device is " + driver.deviceName() +
+                                              " (" + platformName(driver.platform()) + ")"));
+  std::vector<std::byte> terminated;
+  if (!isBinaryImage(code) && code.back() != std::byte{0}) {
+    terminated.assign(code.begin(), code.end());
+    terminated.push_back(std::byte{0});
+    code = terminated;
+  }
+  auto module = driver.loadModule(code);
+  if (!module.isOk()) {
+    std::string onDevice = driver.arch().empty() ? driver.deviceName() : driver.arch();
+    return withKernel(metadata, Status::error(module.status().message() + " (code object for " +
+                                              metadata.target + ", device " + onDevice + ")"));
+  }
+  auto unloadOnError = [&](const Status& status) {
+    driver.unloadModule(*module);
+    return withKernel(metadata, status);
+  };
+  auto function = driver.getFunction(*module, metadata.entry);
+  if (!function.isOk()) return unloadOnError(function.status());
+  Status shared = driver.reserveDynamicSharedMemory(*function, metadata.sharedBytes);
+  if (!shared.isOk()) return unloadOnError(shared);
+  return std::unique_ptr<LoadedKernel>(
+      new LoadedKernel(device.driver_, *module, *function, std::move(metadata)));
+}
+
+}  // namespace mxfp6::rt

@@ -1,0 +1,94 @@
+/* libmxfp6rt C API: the runtime (runtime.h) for callers that are not C++ (Python ctypes/cffi,
+ * other languages, other C++ ABIs). Handles are opaque; every function returns MXRT_SUCCESS (0)
+ * or a nonzero mxrt_status, and on failure mxrt_last_error() gives the message on the calling
+ * thread. No C++ exception crosses this boundary. */
+#ifndef MXFP6_RUNTIME_MXFP6RT_H_
+#define MXFP6_RUNTIME_MXFP6RT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define MXRT_API __attribute__((visibility("default")))
+#else
+#define MXRT_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum mxrt_status {
+  MXRT_SUCCESS = 0,
+  MXRT_ERROR_INVALID_ARGUMENT = 1, /* caught before the driver: bad handle, metadata, launch args */
+  MXRT_ERROR_UNAVAILABLE = 2,      /* mxrt_device_open: no GPU driver or no GPU device */
+  MXRT_ERROR_DRIVER = 3,           /* a driver call failed; the message names it */
+  MXRT_ERROR_INTERNAL = 4          /* out of host memory or another unexpected failure */
+} mxrt_status;
+
+typedef struct mxrt_device mxrt_device;
+typedef struct mxrt_kernel mxrt_kernel;
+
+/* Launch argument kinds, as in the metadata's "abi" ("ptr", "i32", "i64", "f32"). */
+typedef enum mxrt_arg_kind {
+  MXRT_ARG_PTR = 0,
+  MXRT_ARG_I32 = 1,
+  MXRT_ARG_I64 = 2,
+  MXRT_ARG_F32 = 3
+} mxrt_arg_kind;
+
+typedef struct mxrt_arg {
+  int32_t kind; /* an mxrt_arg_kind */
+  union {
+    void* ptr; /* a device address */
+    int32_t i32;
+    int64_t i64;
+    float f32;
+  } value;
+} mxrt_arg;
+
+/* The message of the last failing call on this thread ("" if none). Valid until the next
+ * failing call on this thread. Successful calls leave it unchanged. */
+MXRT_API const char* mxrt_last_error(void);
+
+/* platform: "auto", "cuda", "hip" or NULL (= auto). driver_path: a driver library to load, or
+ * NULL to use $MXFP6_GPU_DRIVER or the default search. Returns MXRT_ERROR_UNAVAILABLE when no
+ * driver loads or it has no device. */
+MXRT_API int mxrt_device_open(const char* platform, const char* driver_path, int ordinal,
+                              mxrt_device** device);
+/* Buffers and kernels stay usable after their device is closed; NULL is a no-op. */
+MXRT_API int mxrt_device_close(mxrt_device* device);
+/* The device's name, owned by the device; "" for NULL. */
+MXRT_API const char* mxrt_device_name(const mxrt_device* device);
+/* "cuda" or "hip"; "" for NULL. */
+MXRT_API const char* mxrt_device_platform(const mxrt_device* device);
+
+/* Device memory. 0 bytes gives *ptr = NULL; mxrt_free(NULL) is a no-op. */
+MXRT_API int mxrt_malloc(mxrt_device* device, size_t bytes, void** ptr);
+MXRT_API int mxrt_free(mxrt_device* device, void* ptr);
+MXRT_API int mxrt_memcpy_htod(mxrt_device* device, void* device_dst, const void* host_src,
+                              size_t bytes);
+MXRT_API int mxrt_memcpy_dtoh(mxrt_device* device, void* host_dst, const void* device_src,
+                              size_t bytes);
+MXRT_API int mxrt_memset(mxrt_device* device, void* device_dst, uint8_t value, size_t bytes);
+/* Waits for stream (CUstream / hipStream_t), or the whole device when stream is NULL. */
+MXRT_API int mxrt_synchronize(mxrt_device* device, void* stream);
+
+/* Loads a code object (cubin, PTX text or HSACO; size bytes at code) described by
+ * metadata_json (see runtime.h, KernelMetadata, for the schema). */
+MXRT_API int mxrt_kernel_load(mxrt_device* device, const void* code, size_t size,
+                              const char* metadata_json, mxrt_kernel** kernel);
+/* NULL is a no-op. */
+MXRT_API int mxrt_kernel_unload(mxrt_kernel* kernel);
+/* Checks grid and args against the kernel's metadata, then enqueues it on stream (NULL: the
+ * default stream). */
+MXRT_API int mxrt_kernel_launch(const mxrt_kernel* kernel, const uint32_t grid[3], void* stream,
+                                const mxrt_arg* args, size_t nargs);
+/* grid[0] = ceil(rows / rows_per_program), grid[1] = grid[2] = 1; rows must be >= 1. */
+MXRT_API int mxrt_kernel_grid_for_rows(const mxrt_kernel* kernel, int64_t rows, uint32_t grid[3]);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MXFP6_RUNTIME_MXFP6RT_H_ */
