@@ -27,6 +27,9 @@ struct ValueType {
   bool operator==(const ValueType& o) const { return elem == o.elem && length == o.length; }
 };
 
+/// "f32" for a scalar, "f32x3072" for a row vector: the spelling of dumps and diagnostics.
+std::string typeName(const ValueType& t);
+
 /// A position in a DSL source file (1-based), carried by every op so later stages can point at
 /// the user's line.
 struct SourceLoc {

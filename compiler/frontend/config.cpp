@@ -1,0 +1,224 @@
+#include "compiler/frontend/config.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "compiler/frontend/module_impl.h"
+
+namespace mxfp6::frontend {
+namespace {
+
+using ast::BinaryOp;
+using ast::Expr;
+using ast::ExprKind;
+
+struct EvalError {
+  kir::SourceLoc loc;
+  std::string message;
+};
+
+/// Evaluates a constraint expression (checked at parse time to be well typed: conditions are
+/// 0 or 1). `&&`, `||` and `?:` evaluate only what they need, so `B != 0 && D % B == 0` is
+/// safe. Division by zero and overflow are errors, never undefined behaviour.
+std::optional<int64_t> evaluate(const Expr& e, const Bindings& b, EvalError& err) {
+  auto fail = [&](std::string message) -> std::optional<int64_t> {
+    err = {e.loc, std::move(message)};
+    return std::nullopt;
+  };
+  switch (e.kind) {
+    case ExprKind::IntLit:
+      return e.intValue;
+    case ExprKind::Name: {
+      auto it = b.find(e.name);
+      if (it == b.end()) return fail("'" + e.name + "' has no value");
+      return it->second;
+    }
+    case ExprKind::Unary: {
+      auto v = evaluate(*e.operands[0], b, err);
+      if (!v) return std::nullopt;
+      if (e.unaryOp == ast::UnaryOp::Not) return *v == 0 ? 1 : 0;
+      if (*v == INT64_MIN) return fail("integer overflow");
+      return -*v;
+    }
+    case ExprKind::Ternary: {
+      auto c = evaluate(*e.operands[0], b, err);
+      if (!c) return std::nullopt;
+      return evaluate(*e.operands[*c ? 1 : 2], b, err);
+    }
+    case ExprKind::Binary:
+      break;
+    default:
+      return fail("not an integer expression");
+  }
+  auto l = evaluate(*e.operands[0], b, err);
+  if (!l) return std::nullopt;
+  if (e.binaryOp == BinaryOp::And && *l == 0) return 0;
+  if (e.binaryOp == BinaryOp::Or && *l != 0) return 1;
+  auto r = evaluate(*e.operands[1], b, err);
+  if (!r) return std::nullopt;
+  int64_t out = 0;
+  switch (e.binaryOp) {
+    case BinaryOp::Add:
+      if (__builtin_add_overflow(*l, *r, &out)) return fail("integer overflow");
+      return out;
+    case BinaryOp::Sub:
+      if (__builtin_sub_overflow(*l, *r, &out)) return fail("integer overflow");
+      return out;
+    case BinaryOp::Mul:
+      if (__builtin_mul_overflow(*l, *r, &out)) return fail("integer overflow");
+      return out;
+    case BinaryOp::Div:
+    case BinaryOp::Rem:
+      if (*r == 0) return fail("division by zero");
+      if (*l == INT64_MIN && *r == -1) return fail("integer overflow");
+      return e.binaryOp == BinaryOp::Div ? *l / *r : *l % *r;
+    case BinaryOp::Eq:
+      return *l == *r;
+    case BinaryOp::Ne:
+      return *l != *r;
+    case BinaryOp::Lt:
+      return *l < *r;
+    case BinaryOp::Le:
+      return *l <= *r;
+    case BinaryOp::Gt:
+      return *l > *r;
+    case BinaryOp::Ge:
+      return *l >= *r;
+    case BinaryOp::And:
+    case BinaryOp::Or:
+      return *r != 0;
+  }
+  return fail("not an integer expression");
+}
+
+/// Names used by `e`, in first-appearance order.
+void collectNames(const Expr& e, std::vector<std::string>& names) {
+  if (e.kind == ExprKind::Name && std::find(names.begin(), names.end(), e.name) == names.end())
+    names.push_back(e.name);
+  for (const ast::ExprPtr& operand : e.operands) collectNames(*operand, names);
+}
+
+bool allConstraintsHold(const ast::KernelDecl& kernel, const Bindings& bindings) {
+  for (const ast::RequireDecl& r : kernel.constraints) {
+    EvalError err;
+    auto v = evaluate(*r.condition, bindings, err);
+    if (!v || *v == 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Bindings> bindConfig(const ast::KernelDecl& kernel,
+                                   const std::map<std::string, int64_t>& overrides,
+                                   DiagnosticEngine& diags) {
+  bool ok = true;
+  auto isKey = [&](const std::string& key) {
+    return std::any_of(kernel.specs.begin(), kernel.specs.end(),
+                       [&](auto& s) { return s.name == key; }) ||
+           std::any_of(kernel.tunables.begin(), kernel.tunables.end(),
+                       [&](auto& t) { return t.name == key; });
+  };
+  for (const auto& [key, value] : overrides) {
+    if (isKey(key)) continue;
+    std::string valid;
+    for (const ast::SpecDecl& s : kernel.specs) valid += (valid.empty() ? "" : ", ") + s.name;
+    for (const ast::TunableDecl& t : kernel.tunables) valid += (valid.empty() ? "" : ", ") + t.name;
+    diags.error(kernel.loc,
+                "unknown configuration key '" + key + "' for kernel '" + kernel.name + "'; " +
+                    (valid.empty() ? "it has no configuration keys" : "valid keys: " + valid));
+    ok = false;
+  }
+
+  Bindings bindings;
+  for (const ast::SpecDecl& s : kernel.specs) {
+    auto given = overrides.find(s.name);
+    std::optional<int64_t> value = given != overrides.end() ? given->second : s.defaultValue;
+    if (!value) {
+      diags.error(s.loc, "specialized size '" + s.name +
+                             "' has no value; give it a default or a configuration value");
+      ok = false;
+    } else if (*value < 1) {
+      diags.error(s.loc, "specialized size '" + s.name + "' must be at least 1, got " +
+                             std::to_string(*value));
+      ok = false;
+    } else {
+      bindings[s.name] = *value;
+    }
+  }
+  for (const ast::TunableDecl& t : kernel.tunables) {
+    auto given = overrides.find(t.name);
+    int64_t value = given != overrides.end() ? given->second : t.effectiveDefault();
+    if (std::find(t.values.begin(), t.values.end(), value) == t.values.end()) {
+      diags.error(t.loc, t.name + " = " + std::to_string(value) + " is not one of its candidates " +
+                             t.candidatesText());
+      ok = false;
+    }
+    bindings[t.name] = value;
+  }
+  if (!ok) return std::nullopt;
+  return bindings;
+}
+
+bool checkConstraints(const ast::KernelDecl& kernel, const Bindings& bindings,
+                      DiagnosticEngine& diags) {
+  bool ok = true;
+  for (const ast::RequireDecl& r : kernel.constraints) {
+    EvalError err;
+    auto v = evaluate(*r.condition, bindings, err);
+    if (!v) {
+      diags.error(err.loc, "in constraint '" + r.text + "': " + err.message);
+      ok = false;
+      continue;
+    }
+    if (*v != 0) continue;
+    std::vector<std::string> names;
+    collectNames(*r.condition, names);
+    std::string values;
+    for (const std::string& n : names) {
+      auto it = bindings.find(n);
+      if (it != bindings.end())
+        values += (values.empty() ? "" : ", ") + n + " = " + std::to_string(it->second);
+    }
+    std::string message = "constraint '" + r.text + "' is violated";
+    if (!values.empty()) message += " with " + values;
+    if (!r.message.empty()) message += ": " + r.message;
+    diags.error(r.loc, message);
+    ok = false;
+  }
+  return ok;
+}
+
+std::vector<std::map<std::string, int64_t>> enumerateConfigs(
+    const Module& module, const std::string& kernelName,
+    const std::map<std::string, int64_t>& sizes) {
+  const ast::KernelDecl* kernel = module.impl().findKernel(kernelName);
+  if (!kernel) return {};
+  Bindings base;
+  for (const auto& [key, value] : sizes) {
+    bool isSpec = std::any_of(kernel->specs.begin(), kernel->specs.end(),
+                              [&](auto& s) { return s.name == key; });
+    if (!isSpec) return {};
+  }
+  for (const ast::SpecDecl& s : kernel->specs) {
+    auto given = sizes.find(s.name);
+    std::optional<int64_t> value = given != sizes.end() ? given->second : s.defaultValue;
+    if (!value || *value < 1) return {};
+    base[s.name] = *value;
+  }
+
+  // Walk the cross product like an odometer: the last tunable varies fastest.
+  const std::vector<ast::TunableDecl>& tunables = kernel->tunables;
+  std::vector<size_t> pick(tunables.size(), 0);
+  std::vector<std::map<std::string, int64_t>> configs;
+  while (true) {
+    Bindings b = base;
+    for (size_t i = 0; i < tunables.size(); ++i) b[tunables[i].name] = tunables[i].values[pick[i]];
+    if (allConstraintsHold(*kernel, b)) configs.push_back(std::move(b));
+    size_t i = tunables.size();
+    while (i > 0 && ++pick[i - 1] == tunables[i - 1].values.size()) pick[--i] = 0;
+    if (i == 0) return configs;
+  }
+}
+
+}  // namespace mxfp6::frontend

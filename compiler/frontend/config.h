@@ -1,0 +1,28 @@
+// Binding a kernel's configuration (specialized sizes and tunables) and evaluating its
+// `require` constraints with integer semantics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "compiler/frontend/ast.h"
+#include "compiler/frontend/frontend.h"
+
+namespace mxfp6::frontend {
+
+/// Every specialized size and tunable of a kernel, bound to its value.
+using Bindings = std::map<std::string, int64_t>;
+
+/// Binds defaults overridden by `overrides`. Reports unknown keys (listing the valid ones),
+/// tunable values outside their candidate set, sizes without a value and sizes below 1.
+std::optional<Bindings> bindConfig(const ast::KernelDecl& kernel,
+                                   const std::map<std::string, int64_t>& overrides,
+                                   DiagnosticEngine& diags);
+
+/// Evaluates every constraint at `bindings`; reports each violated one, quoting it with the
+/// values it used and its message. True when all hold.
+bool checkConstraints(const ast::KernelDecl& kernel, const Bindings& bindings,
+                      DiagnosticEngine& diags);
+
+}  // namespace mxfp6::frontend

@@ -1,0 +1,51 @@
+#include <string_view>
+
+#include "compiler/frontend/frontend.h"
+
+namespace mxfp6::frontend {
+namespace {
+
+/// The text of 1-based line `line` of `text`, without its line terminator; empty when absent.
+std::string_view lineOf(std::string_view text, int line) {
+  size_t begin = 0;
+  for (int i = 1; i < line; ++i) {
+    size_t nl = text.find('\n', begin);
+    if (nl == std::string_view::npos) return {};
+    begin = nl + 1;
+  }
+  size_t end = text.find('\n', begin);
+  std::string_view s = text.substr(begin, end == std::string_view::npos ? end : end - begin);
+  if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+void DiagnosticEngine::error(const kir::SourceLoc& loc, std::string message) {
+  diags_.push_back({loc, std::move(message)});
+}
+
+void DiagnosticEngine::addSource(const std::string& file, const std::string& text) {
+  sources_[file] = text;
+}
+
+std::string DiagnosticEngine::render() const {
+  std::string out;
+  for (const Diagnostic& d : diags_) {
+    out += d.loc.file;
+    if (d.loc.line > 0) out += ":" + std::to_string(d.loc.line) + ":" + std::to_string(d.loc.col);
+    out += ": error: " + d.message + "\n";
+    auto source = sources_.find(d.loc.file);
+    if (d.loc.line <= 0 || source == sources_.end()) continue;
+    std::string_view line = lineOf(source->second, d.loc.line);
+    out.append(line);
+    out += "\n";
+    // Tabs are copied so the caret lines up however the terminal expands them.
+    for (int i = 0; i + 1 < d.loc.col; ++i)
+      out += i < static_cast<int>(line.size()) && line[i] == '\t' ? '\t' : ' ';
+    out += "^\n";
+  }
+  return out;
+}
+
+}  // namespace mxfp6::frontend

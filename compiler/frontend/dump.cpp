@@ -1,0 +1,206 @@
+// Text dumps of the AST and of KIR: stable (same input, same text) so tests and lit checks can
+// match them, and readable enough to debug a kernel with.
+#include <charconv>
+
+#include "compiler/frontend/module_impl.h"
+
+namespace mxfp6::frontend {
+namespace {
+
+/// Shortest text that reads back as `v`; always marked as a float ("1.0", "1e-06").
+std::string formatFloat(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  std::string s(buf, ec == std::errc() ? end : buf);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+template <typename T, typename Fn>
+std::string join(const std::vector<T>& items, Fn format) {
+  std::string s;
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + format(items[i]);
+  return s;
+}
+
+std::string formatExpr(const ast::Expr& e) {
+  using ast::ExprKind;
+  switch (e.kind) {
+    case ExprKind::IntLit:
+      return std::to_string(e.intValue);
+    case ExprKind::FloatLit:
+      return formatFloat(e.floatValue);
+    case ExprKind::Name:
+      return e.name;
+    case ExprKind::Slice:
+      return ":";
+    case ExprKind::Call:
+      return e.name + "(" + join(e.operands, [](auto& a) { return formatExpr(*a); }) + ")";
+    case ExprKind::Access:
+      return e.name + "[" + join(e.operands, [](auto& a) { return formatExpr(*a); }) + "]";
+    case ExprKind::Unary:
+      return std::string("(") + ast::unaryOpText(e.unaryOp) + formatExpr(*e.operands[0]) + ")";
+    case ExprKind::Binary:
+      return "(" + formatExpr(*e.operands[0]) + " " + ast::binaryOpText(e.binaryOp) + " " +
+             formatExpr(*e.operands[1]) + ")";
+    case ExprKind::Ternary:
+      return "(" + formatExpr(*e.operands[0]) + " ? " + formatExpr(*e.operands[1]) + " : " +
+             formatExpr(*e.operands[2]) + ")";
+  }
+  return "?";
+}
+
+std::string formatLoc(const kir::SourceLoc& loc) {
+  return std::to_string(loc.line) + ":" + std::to_string(loc.col);
+}
+
+void dumpParam(const ast::ParamDecl& p, std::string& out) {
+  out += "  param " + p.name + ": " + (p.isOut ? "out " : "") + kir::dtypeName(p.dtype);
+  auto size = [](const ast::SizeRef& s) { return s.text(); };
+  if (p.isTensor) out += "[" + join(p.dims, size) + "]";
+  if (!p.strides.empty()) out += " strides(" + join(p.strides, size) + ")";
+  if (p.defaultValue) {
+    const ast::Number& n = *p.defaultValue;
+    out += " = " + (n.isFloat ? formatFloat(n.floatValue) : std::to_string(n.intValue));
+  }
+  out += "\n";
+}
+
+std::string abiKindName(kir::AbiKind kind) {
+  switch (kind) {
+    case kir::AbiKind::Pointer:
+      return "ptr";
+    case kir::AbiKind::I32:
+      return "i32";
+    case kir::AbiKind::I64:
+      return "i64";
+    case kir::AbiKind::F32:
+      return "f32";
+  }
+  return "?";
+}
+
+std::string valueRef(int id) { return id < 0 ? ":" : "%" + std::to_string(id); }
+
+std::string formatOp(const kir::Kernel& k, const kir::Op& op) {
+  using kir::OpCode;
+  auto paramName = [&](int i) {
+    return i >= 0 && i < static_cast<int>(k.params.size()) ? k.params[i].name : std::string("?");
+  };
+  auto access = [&] {
+    return " @" + paramName(op.param) + "[" + join(op.operands, valueRef) + "] strides(" +
+           join(op.strides, valueRef) + ")";
+  };
+  std::string type = kir::typeName(op.type);
+  std::string s;
+  switch (op.code) {
+    case OpCode::ConstFloat:
+      s = type + " " + formatFloat(op.fval);
+      break;
+    case OpCode::ConstInt:
+      s = type + " " + std::to_string(op.ival);
+      break;
+    case OpCode::ScalarArg:
+      s = type + " @" + paramName(op.param);
+      break;
+    case OpCode::DimArg:
+      s = type + " @" +
+          (op.ival >= 0 && op.ival < static_cast<int64_t>(k.runtimeDims.size())
+               ? k.runtimeDims[op.ival]
+               : std::string("?"));
+      break;
+    case OpCode::RowIndex:
+      s = type + " @" +
+          (op.ival >= 0 && op.ival < static_cast<int64_t>(k.rowVars.size()) ? k.rowVars[op.ival]
+                                                                            : std::string("?"));
+      break;
+    case OpCode::Load:
+      s = type + access();
+      break;
+    case OpCode::Store:
+      s = type + access() + ", " + valueRef(op.value);
+      break;
+    default:
+      s = type + " " + join(op.operands, valueRef);
+      break;
+  }
+  return std::string(kir::opName(op.code)) + " " + s;
+}
+
+}  // namespace
+
+std::string dumpAst(const Module& module) {
+  std::string out;
+  for (const ast::KernelDecl& k : module.impl().ast.kernels) {
+    out += "kernel " + k.name + "  # " + formatLoc(k.loc) + "\n";
+    for (const ast::ParamDecl& p : k.params) dumpParam(p, out);
+    for (const ast::SpecDecl& s : k.specs)
+      out += "  specialize " + s.name +
+             (s.defaultValue ? " = " + std::to_string(*s.defaultValue) : "") + "\n";
+    for (const ast::TunableDecl& t : k.tunables)
+      out += "  tune " + t.name + " in " + t.candidatesText() +
+             (t.defaultValue ? " = " + std::to_string(*t.defaultValue) : "") + "\n";
+    for (const ast::RequireDecl& r : k.constraints)
+      out += "  require " + formatExpr(*r.condition) +
+             (r.message.empty() ? "" : " : \"" + r.message + "\"") + "\n";
+    auto name = [](const ast::NameDecl& n) { return n.name; };
+    out += "  row " + join(k.row.vars, name) + " in " + join(k.row.extents, name) + "\n";
+    for (const ast::Stmt& stmt : k.row.body) {
+      out += "    " + stmt.name;
+      if (stmt.kind == ast::Stmt::Kind::Store)
+        out += "[" + join(stmt.indices, [](auto& i) { return formatExpr(*i); }) + "]";
+      out += " = " + formatExpr(*stmt.value) + "  # " + formatLoc(stmt.loc) + "\n";
+    }
+  }
+  return out;
+}
+
+std::string dumpKir(const kir::Kernel& k) {
+  std::string out = "kernel " + k.name + "  # " + k.sourceFile + "\n";
+  out += "  config";
+  for (const auto& [key, value] : k.config) out += " " + key + "=" + std::to_string(value);
+  out += "\n  schedule rows_per_program=" + std::to_string(k.rowsPerProgram) +
+         " threads_per_row=" + std::to_string(k.threadsPerRow) +
+         " vector_width=" + std::to_string(k.vectorWidth) + "\n";
+  for (const kir::Param& p : k.params) {
+    out += "  param " + p.name + ": " + (p.isOutput ? "out " : "") + kir::dtypeName(p.dtype);
+    if (p.kind == kir::ParamKind::Tensor) {
+      out += "[" +
+             join(p.dims,
+                  [](const kir::Dim& d) {
+                    return d.constant >= 0 && d.name != std::to_string(d.constant)
+                               ? d.name + "=" + std::to_string(d.constant)
+                               : d.name;
+                  }) +
+             "]";
+    }
+    if (p.hasDefault) out += " = " + formatFloat(p.defaultValue);
+    out += "\n";
+  }
+  for (size_t i = 0; i < k.runtimeDims.size(); ++i) {
+    bool used = i < k.runtimeDimUsedByBody.size() && k.runtimeDimUsedByBody[i];
+    out += "  runtime dim " + k.runtimeDims[i] + (used ? " (used by the body)" : " (shape only)") +
+           "\n";
+  }
+  out += "  abi " +
+         join(k.abi(), [](const kir::AbiArg& a) { return abiKindName(a.kind) + " " + a.name; }) +
+         "\n";
+  out += "  row " + join(k.rowVars, [](const std::string& v) { return v; }) + " in " +
+         join(k.rowDims,
+              [&](int d) {
+                return d >= 0 && d < static_cast<int>(k.runtimeDims.size()) ? k.runtimeDims[d]
+                                                                            : std::string("?");
+              }) +
+         "\n";
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    const kir::Op& op = k.ops[i];
+    out += "  ";
+    if (op.code != kir::OpCode::Store) out += "%" + std::to_string(i) + " = ";
+    out += formatOp(k, op);
+    if (!op.name.empty()) out += "  ; " + op.name;
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace mxfp6::frontend

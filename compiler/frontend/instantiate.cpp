@@ -1,0 +1,747 @@
+// instantiate(): binds a configuration, checks the constraints, then type-checks the row body
+// at the bound sizes and lowers it to KIR, one op per construct, in source order.
+//
+// Typing rules (kernels_dsl/README.md, "Typing"):
+//  - Types are an element type and a length: a per-row scalar, or a row vector whose length is
+//    a compile-time size. Storage types bf16, f16 and u8 take no part in arithmetic
+//    (+ - * / % min max neg abs sqrt rsqrt exp, comparisons, reductions): they are converted
+//    first ("arithmetic on bf16 needs f32(...) first").
+//  - Binary operands: equal float types; i32 mixed with i64 promotes to i64; float mixed with
+//    int is an error, unless one side is a numeric literal (possibly negated), which adopts the
+//    other side's type (a float literal against an int is an error). Alone, a float literal is
+//    f32 and an integer literal is i64. Comparisons give bool; '!', '&&', '||' take bool.
+//  - A scalar broadcasts over a vector; two vectors need equal lengths.
+//  - Row indices and runtime sizes are i64; specialized sizes and tunables are i64 constants.
+//  - x[i, j]: one index per dimension, each an integer scalar (converted to i64); ':' (at most
+//    one) takes a whole dimension of compile-time size and stride 1 and yields a vector of that
+//    length. Output tensors are written, never read; inputs are read, never written.
+//  - A store needs the tensor's exact element type, a vector of the ':' length into a slice and
+//    a scalar into an element.
+//  - f32/bf16/f16/i32/i64(e) convert (same type: no op); sqrt/rsqrt/exp/abs take floats;
+//    sum/max_of/min_of/mean reduce a vector to a scalar; mean(v) = sum(v) / length.
+//  - Strides are element counts in i64: row-major by default (a product of the inner sizes),
+//    else as given by `strides(...)`.
+#include <cfloat>
+#include <cmath>
+
+#include "compiler/frontend/builtins.h"
+#include "compiler/frontend/config.h"
+#include "compiler/frontend/module_impl.h"
+#include "compiler/frontend/symbols.h"
+
+namespace mxfp6::frontend {
+namespace {
+
+using ast::Expr;
+using ast::ExprKind;
+using kir::Dtype;
+using kir::OpCode;
+using kir::SourceLoc;
+using kir::ValueType;
+
+struct Value {
+  int id;
+  ValueType type;
+};
+
+/// A numeric literal, possibly negated, whose type the context decides.
+struct Literal {
+  bool isFloat = false;
+  int64_t intValue = 0;
+  double floatValue = 0;
+};
+
+std::optional<Literal> literalOf(const Expr& e) {
+  if (e.kind == ExprKind::IntLit)
+    return Literal{false, e.intValue, static_cast<double>(e.intValue)};
+  if (e.kind == ExprKind::FloatLit) return Literal{true, 0, e.floatValue};
+  if (e.kind == ExprKind::Unary && e.unaryOp == ast::UnaryOp::Neg) {
+    auto lit = literalOf(*e.operands[0]);
+    if (lit) {
+      lit->intValue = -lit->intValue;
+      lit->floatValue = -lit->floatValue;
+    }
+    return lit;
+  }
+  return std::nullopt;
+}
+
+double maxFinite(Dtype t) {
+  switch (t) {
+    case Dtype::BF16:
+      return 3.3895313892515355e38;
+    case Dtype::F16:
+      return 65504.0;
+    default:
+      return FLT_MAX;
+  }
+}
+
+/// What a pair of operands must be before they are unified.
+enum class OperandRule {
+  Arithmetic,  // f32, i32 or i64
+  Logical,     // bool
+  Any,         // any type (the arms of '?:')
+};
+
+/// A lowered tensor access: index value ids (-1 for ':'), stride value ids, slice length.
+struct Access {
+  std::vector<int> indices;
+  std::vector<int> strides;
+  int64_t sliceLength = 0;
+};
+
+class Lowerer {
+ public:
+  Lowerer(const ModuleImpl& module, const ast::KernelDecl& decl, const Bindings& bindings,
+          DiagnosticEngine& diags)
+      : module_(module),
+        decl_(decl),
+        bindings_(bindings),
+        diags_(diags),
+        symbols_(collectSymbols(decl, nullptr)) {}
+
+  std::optional<kir::Kernel> run() {
+    kernel_.name = decl_.name;
+    kernel_.sourceFile = module_.file;
+    for (const ast::ParamDecl& p : decl_.params)
+      kernel_.params.push_back(describeParam(p, symbols_, &bindings_));
+    kernel_.runtimeDims = symbols_.runtimeDims;
+    kernel_.runtimeDimUsedByBody.assign(kernel_.runtimeDims.size(), false);
+    dimArgs_.assign(kernel_.runtimeDims.size(), -1);
+    kernel_.config = bindings_;
+    for (const ast::TunableDecl& t : decl_.tunables) {
+      int64_t v = bindings_.at(t.name);
+      if (t.name == "ROWS") kernel_.rowsPerProgram = v;
+      if (t.name == "THREADS") kernel_.threadsPerRow = v;
+      if (t.name == "VEC") kernel_.vectorWidth = v;
+    }
+    const ast::RowBlock& row = decl_.row;
+    for (size_t i = 0; i < row.vars.size() && i < row.extents.size(); ++i) {
+      const Symbol* extent = symbols_.find(row.extents[i].name);
+      if (!extent || extent->kind != SymbolKind::RuntimeDim)
+        return error(row.extents[i].loc, "rows range over runtime dimensions");
+      kernel_.rowVars.push_back(row.vars[i].name);
+      kernel_.rowDims.push_back(extent->index);
+      kernel_.runtimeDimUsedByBody[extent->index] = true;
+    }
+    for (const ast::Stmt& stmt : row.body) {
+      bool ok = stmt.kind == ast::Stmt::Kind::Bind ? lowerBind(stmt) : lowerStore(stmt);
+      if (!ok) return std::nullopt;
+    }
+    return std::move(kernel_);
+  }
+
+ private:
+  std::nullopt_t error(const SourceLoc& loc, std::string message) {
+    diags_.error(loc, std::move(message));
+    return std::nullopt;
+  }
+
+  Value emit(kir::Op op) {
+    kernel_.ops.push_back(std::move(op));
+    return {static_cast<int>(kernel_.ops.size()) - 1, kernel_.ops.back().type};
+  }
+
+  Value emitOp(OpCode code, ValueType type, std::vector<int> operands, const SourceLoc& loc) {
+    kir::Op op;
+    op.code = code;
+    op.type = type;
+    op.operands = std::move(operands);
+    op.loc = loc;
+    return emit(std::move(op));
+  }
+
+  Value emitConstInt(int64_t v, Dtype t, const SourceLoc& loc, std::string name = "") {
+    kir::Op op;
+    op.code = OpCode::ConstInt;
+    op.type = {t, 0};
+    op.ival = v;
+    op.name = std::move(name);
+    op.loc = loc;
+    return emit(std::move(op));
+  }
+
+  Value castTo(const Value& v, Dtype t, const SourceLoc& loc) {
+    if (v.type.elem == t) return v;
+    return emitOp(OpCode::Cast, {t, v.type.length}, {v.id}, loc);
+  }
+
+  // ---- names ----
+
+  SourceLoc dimLoc(const std::string& name) const {
+    for (const ast::ParamDecl& p : decl_.params)
+      for (const ast::SizeRef& d : p.dims)
+        if (d.name == name) return d.loc;
+    return decl_.loc;
+  }
+
+  Value dimArg(int runtimeDim) {
+    if (dimArgs_[runtimeDim] < 0) {
+      kir::Op op;
+      op.code = OpCode::DimArg;
+      op.type = {Dtype::I64, 0};
+      op.ival = runtimeDim;
+      op.name = kernel_.runtimeDims[runtimeDim];
+      op.loc = dimLoc(op.name);
+      dimArgs_[runtimeDim] = emit(std::move(op)).id;
+      kernel_.runtimeDimUsedByBody[runtimeDim] = true;
+    }
+    return {dimArgs_[runtimeDim], {Dtype::I64, 0}};
+  }
+
+  /// The value of a name: a bound value, or the leaf op of a declared name, emitted once.
+  std::optional<Value> nameValue(const std::string& name, const SourceLoc& useLoc) {
+    auto known = values_.find(name);
+    if (known != values_.end()) return known->second;
+    const Symbol* s = symbols_.find(name);
+    if (!s) return error(useLoc, "unknown name '" + name + "'");
+    kir::Op op;
+    op.name = name;
+    op.type = {Dtype::I64, 0};
+    switch (s->kind) {
+      case SymbolKind::Tensor:
+        return error(useLoc, "tensor '" + name + "' must be indexed, as in " + name + "[...]");
+      case SymbolKind::RuntimeDim:
+        return values_[name] = dimArg(s->index);
+      case SymbolKind::RowVar:
+        op.code = OpCode::RowIndex;
+        op.ival = s->index;
+        op.loc = decl_.row.vars[s->index].loc;
+        break;
+      case SymbolKind::Scalar:
+        op.code = OpCode::ScalarArg;
+        op.param = s->index;
+        op.type.elem = decl_.params[s->index].dtype;
+        op.loc = decl_.params[s->index].loc;
+        break;
+      case SymbolKind::SpecializedDim:
+        op.code = OpCode::ConstInt;
+        op.ival = bindings_.at(name);
+        op.loc = decl_.specs[s->index].loc;
+        break;
+      case SymbolKind::Tunable:
+        op.code = OpCode::ConstInt;
+        op.ival = bindings_.at(name);
+        op.loc = decl_.tunables[s->index].loc;
+        break;
+    }
+    return values_[name] = emit(std::move(op));
+  }
+
+  // ---- literals and operands ----
+
+  std::optional<Value> emitLiteral(const Literal& lit, Dtype t, const SourceLoc& loc) {
+    if (kir::isFloat(t)) {
+      double v = lit.isFloat ? lit.floatValue : static_cast<double>(lit.intValue);
+      if (std::fabs(v) > maxFinite(t))
+        return error(loc, std::string("literal does not fit in ") + kir::dtypeName(t));
+      kir::Op op;
+      op.code = OpCode::ConstFloat;
+      op.type = {t, 0};
+      op.fval = v;
+      op.loc = loc;
+      return emit(std::move(op));
+    }
+    if (t == Dtype::Bool) return error(loc, "a number cannot be used as a condition");
+    if (lit.isFloat)
+      return error(loc, std::string("float literal cannot be used as ") + kir::dtypeName(t));
+    int64_t lo = t == Dtype::I32 ? INT32_MIN : t == Dtype::U8 ? 0 : INT64_MIN;
+    int64_t hi = t == Dtype::I32 ? INT32_MAX : t == Dtype::U8 ? 255 : INT64_MAX;
+    if (lit.intValue < lo || lit.intValue > hi)
+      return error(loc, std::to_string(lit.intValue) + " does not fit in " + kir::dtypeName(t));
+    return emitConstInt(lit.intValue, t, loc);
+  }
+
+  bool checkOperand(const Value& v, OperandRule rule, const std::string& what,
+                    const SourceLoc& loc) {
+    Dtype t = v.type.elem;
+    if (rule == OperandRule::Logical) {
+      if (t == Dtype::Bool) return true;
+      error(loc, what + " needs conditions (bool), got " + kir::typeName(v.type));
+      return false;
+    }
+    if (rule == OperandRule::Any) return true;
+    if (t == Dtype::BF16 || t == Dtype::F16) {
+      error(loc, std::string("arithmetic on ") + kir::dtypeName(t) + " needs f32(...) first");
+      return false;
+    }
+    if (t == Dtype::U8) {
+      error(loc, "arithmetic on u8 needs i32(...) first");
+      return false;
+    }
+    if (t == Dtype::Bool) {
+      error(loc, what + " needs numbers, got bool");
+      return false;
+    }
+    return true;
+  }
+
+  /// Lowers two operands and unifies them (see the typing rules at the top).
+  std::optional<std::pair<Value, Value>> lowerPair(const Expr& a, const Expr& b, OperandRule rule,
+                                                   const std::string& what, const SourceLoc& loc) {
+    auto litA = literalOf(a);
+    auto litB = literalOf(b);
+    std::optional<Value> va, vb;
+    if (litA && litB) {
+      Dtype t = litA->isFloat || litB->isFloat ? Dtype::F32 : Dtype::I64;
+      va = emitLiteral(*litA, t, a.loc);
+      vb = va ? emitLiteral(*litB, t, b.loc) : std::nullopt;
+    } else {
+      // The non-literal side is lowered first: a literal takes its type.
+      auto lowerChecked = [&](const Expr& e) -> std::optional<Value> {
+        auto v = lowerExpr(e);
+        if (!v || !checkOperand(*v, rule, what, loc)) return std::nullopt;
+        return v;
+      };
+      if (!litA && !(va = lowerChecked(a))) return std::nullopt;
+      if (!litB && !(vb = lowerChecked(b))) return std::nullopt;
+      if (litA) va = emitLiteral(*litA, vb->type.elem, a.loc);
+      if (litB) vb = emitLiteral(*litB, va->type.elem, b.loc);
+    }
+    if (!va || !vb) return std::nullopt;
+    Dtype ta = va->type.elem, tb = vb->type.elem;
+    if (ta != tb) {
+      auto isWideningInt = [](Dtype t) { return t == Dtype::I32 || t == Dtype::I64; };
+      if (!isWideningInt(ta) || !isWideningInt(tb))
+        return error(loc, std::string("cannot mix ") + kir::dtypeName(ta) + " and " +
+                              kir::dtypeName(tb) + " in " + what + "; convert one side first");
+      va = castTo(*va, Dtype::I64, loc);
+      vb = castTo(*vb, Dtype::I64, loc);
+    }
+    if (!checkLengths(va->type, vb->type, loc)) return std::nullopt;
+    return std::make_pair(*va, *vb);
+  }
+
+  bool checkLengths(const ValueType& a, const ValueType& b, const SourceLoc& loc) {
+    if (!a.isVector() || !b.isVector() || a.length == b.length) return true;
+    error(loc, "length mismatch: " + std::to_string(a.length) + " vs " + std::to_string(b.length));
+    return false;
+  }
+
+  // ---- expressions ----
+
+  std::optional<Value> lowerExpr(const Expr& e) {
+    if (auto lit = literalOf(e))
+      return emitLiteral(*lit, lit->isFloat ? Dtype::F32 : Dtype::I64, e.loc);
+    switch (e.kind) {
+      case ExprKind::Name:
+        return nameValue(e.name, e.loc);
+      case ExprKind::Access:
+        return lowerLoad(e);
+      case ExprKind::Call:
+        return lowerCall(e);
+      case ExprKind::Unary:
+        return lowerUnary(e);
+      case ExprKind::Binary:
+        return lowerBinary(e);
+      case ExprKind::Ternary:
+        return lowerSelect(e);
+      default:
+        return error(e.loc, "':' can only be an index");
+    }
+  }
+
+  std::optional<Value> lowerUnary(const Expr& e) {
+    auto v = lowerExpr(*e.operands[0]);
+    bool isNeg = e.unaryOp == ast::UnaryOp::Neg;
+    std::string what = std::string("'") + ast::unaryOpText(e.unaryOp) + "'";
+    if (!v ||
+        !checkOperand(*v, isNeg ? OperandRule::Arithmetic : OperandRule::Logical, what, e.loc))
+      return std::nullopt;
+    return emitOp(isNeg ? OpCode::Neg : OpCode::Not, v->type, {v->id}, e.loc);
+  }
+
+  std::optional<Value> lowerBinary(const Expr& e) {
+    using ast::BinaryOp;
+    static constexpr std::pair<BinaryOp, OpCode> kCodes[] = {
+        {BinaryOp::Add, OpCode::Add},  {BinaryOp::Sub, OpCode::Sub},  {BinaryOp::Mul, OpCode::Mul},
+        {BinaryOp::Div, OpCode::Div},  {BinaryOp::Rem, OpCode::Rem},  {BinaryOp::Eq, OpCode::CmpEq},
+        {BinaryOp::Ne, OpCode::CmpNe}, {BinaryOp::Lt, OpCode::CmpLt}, {BinaryOp::Le, OpCode::CmpLe},
+        {BinaryOp::Gt, OpCode::CmpGt}, {BinaryOp::Ge, OpCode::CmpGe}, {BinaryOp::And, OpCode::And},
+        {BinaryOp::Or, OpCode::Or},
+    };
+    OpCode code = OpCode::Add;
+    for (const auto& [op, c] : kCodes)
+      if (op == e.binaryOp) code = c;
+    bool logical = ast::isLogical(e.binaryOp);
+    std::string what = std::string("'") + ast::binaryOpText(e.binaryOp) + "'";
+    auto operands =
+        lowerPair(*e.operands[0], *e.operands[1],
+                  logical ? OperandRule::Logical : OperandRule::Arithmetic, what, e.loc);
+    if (!operands) return std::nullopt;
+    auto [a, b] = *operands;
+    ValueType type{a.type.elem, std::max(a.type.length, b.type.length)};
+    if (ast::isComparison(e.binaryOp)) type.elem = Dtype::Bool;
+    return emitOp(code, type, {a.id, b.id}, e.loc);
+  }
+
+  std::optional<Value> lowerSelect(const Expr& e) {
+    auto cond = lowerExpr(*e.operands[0]);
+    if (!cond) return std::nullopt;
+    if (cond->type.elem != Dtype::Bool)
+      return error(e.loc, "the condition of '?' must be bool, got " + kir::typeName(cond->type));
+    auto arms = lowerPair(*e.operands[1], *e.operands[2], OperandRule::Any, "'?:'", e.loc);
+    if (!arms) return std::nullopt;
+    auto [a, b] = *arms;
+    ValueType type{a.type.elem, std::max(a.type.length, b.type.length)};
+    if (!checkLengths(cond->type, type, e.loc)) return std::nullopt;
+    type.length = std::max(type.length, cond->type.length);
+    return emitOp(OpCode::Select, type, {cond->id, a.id, b.id}, e.loc);
+  }
+
+  std::optional<Value> lowerCall(const Expr& e) {
+    auto builtin = findBuiltin(e.name);
+    if (!builtin) return error(e.loc, "unknown function '" + e.name + "'");
+    if (*builtin == Builtin::Reserved) return error(e.loc, "'" + e.name + "' is not yet supported");
+    size_t arity = builtinArity(*builtin);
+    if (e.operands.size() != arity)
+      return error(e.loc, e.name + " takes " + std::to_string(arity) +
+                              (arity == 1 ? " argument" : " arguments") + ", got " +
+                              std::to_string(e.operands.size()));
+    switch (*builtin) {
+      case Builtin::CastF32:
+        return lowerCast(e, Dtype::F32);
+      case Builtin::CastBF16:
+        return lowerCast(e, Dtype::BF16);
+      case Builtin::CastF16:
+        return lowerCast(e, Dtype::F16);
+      case Builtin::CastI32:
+        return lowerCast(e, Dtype::I32);
+      case Builtin::CastI64:
+        return lowerCast(e, Dtype::I64);
+      case Builtin::Sqrt:
+        return lowerFloatMath(e, OpCode::Sqrt);
+      case Builtin::Rsqrt:
+        return lowerFloatMath(e, OpCode::Rsqrt);
+      case Builtin::Exp:
+        return lowerFloatMath(e, OpCode::Exp);
+      case Builtin::Abs:
+        return lowerFloatMath(e, OpCode::Abs);
+      case Builtin::Min:
+      case Builtin::Max: {
+        auto operands =
+            lowerPair(*e.operands[0], *e.operands[1], OperandRule::Arithmetic, e.name, e.loc);
+        if (!operands) return std::nullopt;
+        auto [a, b] = *operands;
+        return emitOp(*builtin == Builtin::Min ? OpCode::Min : OpCode::Max,
+                      {a.type.elem, std::max(a.type.length, b.type.length)}, {a.id, b.id}, e.loc);
+      }
+      case Builtin::Sum:
+        return lowerReduction(e, OpCode::ReduceSum);
+      case Builtin::MaxOf:
+        return lowerReduction(e, OpCode::ReduceMax);
+      case Builtin::MinOf:
+        return lowerReduction(e, OpCode::ReduceMin);
+      case Builtin::Mean:
+        return lowerReduction(e, OpCode::ReduceSum, /*isMean=*/true);
+      case Builtin::Reserved:
+        break;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<Value> lowerCast(const Expr& e, Dtype to) {
+    auto v = lowerExpr(*e.operands[0]);
+    if (!v) return std::nullopt;
+    if (v->type.elem == Dtype::Bool)
+      return error(e.loc, std::string("cannot convert bool to ") + kir::dtypeName(to));
+    return castTo(*v, to, e.loc);
+  }
+
+  /// sqrt, rsqrt, exp, abs: floats only; an integer literal argument is taken as f32.
+  std::optional<Value> lowerFloatMath(const Expr& e, OpCode code) {
+    const Expr& arg = *e.operands[0];
+    auto lit = literalOf(arg);
+    auto v = lit ? emitLiteral(*lit, Dtype::F32, arg.loc) : lowerExpr(arg);
+    if (!v || !checkOperand(*v, OperandRule::Arithmetic, e.name, e.loc)) return std::nullopt;
+    if (!kir::isFloat(v->type.elem))
+      return error(e.loc, e.name + " needs a float operand, got " + kir::typeName(v->type) +
+                              "; convert with f32(...)");
+    return emitOp(code, v->type, {v->id}, e.loc);
+  }
+
+  /// sum, max_of, min_of, and mean(v) = ReduceSum(v) / length in v's float type.
+  std::optional<Value> lowerReduction(const Expr& e, OpCode code, bool isMean = false) {
+    auto v = lowerExpr(*e.operands[0]);
+    if (!v) return std::nullopt;
+    if (!v->type.isVector())
+      return error(e.loc, e.name + " reduces a row vector, but its argument is a scalar " +
+                              kir::typeName(v->type));
+    if (!checkOperand(*v, OperandRule::Arithmetic, e.name, e.loc)) return std::nullopt;
+    if (isMean && !kir::isFloat(v->type.elem))
+      return error(e.loc, "mean needs a float vector, got " + kir::typeName(v->type));
+    ValueType scalar{v->type.elem, 0};
+    Value reduced = emitOp(code, scalar, {v->id}, e.loc);
+    if (!isMean) return reduced;
+    kir::Op count;
+    count.code = OpCode::ConstFloat;
+    count.type = scalar;
+    count.fval = static_cast<double>(v->type.length);
+    count.loc = e.loc;
+    Value n = emit(std::move(count));
+    return emitOp(OpCode::Div, scalar, {reduced.id, n.id}, e.loc);
+  }
+
+  // ---- tensor accesses ----
+
+  std::optional<int> tensorParam(const std::string& name, const SourceLoc& loc) {
+    const Symbol* s = symbols_.find(name);
+    if (!s || s->kind != SymbolKind::Tensor) return error(loc, "'" + name + "' is not a tensor");
+    return s->index;
+  }
+
+  std::optional<Value> lowerLoad(const Expr& e) {
+    auto p = tensorParam(e.name, e.loc);
+    if (!p) return std::nullopt;
+    const ast::ParamDecl& param = decl_.params[*p];
+    if (param.isOut) return error(e.loc, "cannot load from output tensor '" + e.name + "'");
+    auto access = lowerAccess(*p, e.operands, e.loc);
+    if (!access) return std::nullopt;
+    kir::Op op;
+    op.code = OpCode::Load;
+    op.type = {param.dtype, access->sliceLength};
+    op.operands = std::move(access->indices);
+    op.strides = std::move(access->strides);
+    op.param = *p;
+    op.loc = e.loc;
+    return emit(std::move(op));
+  }
+
+  bool lowerStore(const ast::Stmt& stmt) {
+    auto p = tensorParam(stmt.name, stmt.loc);
+    if (!p) return false;
+    const ast::ParamDecl& param = decl_.params[*p];
+    if (!param.isOut) {
+      error(stmt.loc, "cannot store into '" + stmt.name + "': it is not declared 'out'");
+      return false;
+    }
+    auto access = lowerAccess(*p, stmt.indices, stmt.loc);
+    if (!access) return false;
+    const Expr& valueExpr = *stmt.value;
+    auto lit = literalOf(valueExpr);
+    auto value = lit ? emitLiteral(*lit, param.dtype, valueExpr.loc) : lowerExpr(valueExpr);
+    if (!value) return false;
+    std::string tensorType = kir::dtypeName(param.dtype);
+    if (value->type.elem != param.dtype) {
+      bool hasCast = findBuiltin(tensorType).has_value();
+      error(stmt.loc, std::string("storing ") + kir::dtypeName(value->type.elem) + " into " +
+                          tensorType + " tensor '" + stmt.name + "'" +
+                          (hasCast ? " needs " + tensorType + "(...)" : " is not supported"));
+      return false;
+    }
+    if (access->sliceLength > 0 && !value->type.isVector()) {
+      error(stmt.loc, "storing a scalar into a ':' slice of '" + stmt.name +
+                          "' needs a row vector of " + std::to_string(access->sliceLength) +
+                          " elements");
+      return false;
+    }
+    if (access->sliceLength > 0 && value->type.length != access->sliceLength) {
+      error(stmt.loc, "length mismatch: storing " + std::to_string(value->type.length) +
+                          " elements into a slice of " + std::to_string(access->sliceLength));
+      return false;
+    }
+    if (access->sliceLength == 0 && value->type.isVector()) {
+      error(stmt.loc, "storing a row vector into one element of '" + stmt.name + "'");
+      return false;
+    }
+    kir::Op op;
+    op.code = OpCode::Store;
+    op.type = value->type;
+    op.operands = std::move(access->indices);
+    op.strides = std::move(access->strides);
+    op.value = value->id;
+    op.param = *p;
+    op.loc = stmt.loc;
+    emit(std::move(op));
+    return true;
+  }
+
+  std::optional<Access> lowerAccess(int p, const std::vector<ast::ExprPtr>& indices,
+                                    const SourceLoc& loc) {
+    const ast::ParamDecl& param = decl_.params[p];
+    size_t rank = param.dims.size();
+    if (indices.size() != rank)
+      return error(loc, "tensor '" + param.name + "' has rank " + std::to_string(rank) +
+                            " but is indexed with " + std::to_string(indices.size()) +
+                            (indices.size() == 1 ? " index" : " indices"));
+    Access access;
+    for (size_t i = 0; i < rank; ++i) {
+      const Expr& index = *indices[i];
+      if (index.kind == ExprKind::Slice) {
+        if (access.sliceLength > 0) return error(index.loc, "at most one ':' per access");
+        auto length = sliceLength(p, i, index.loc);
+        if (!length) return std::nullopt;
+        access.sliceLength = *length;
+        access.indices.push_back(-1);
+        continue;
+      }
+      auto v = lowerIndex(index, param.name);
+      if (!v) return std::nullopt;
+      access.indices.push_back(v->id);
+    }
+    auto strides = stridesOf(p);
+    if (!strides) return std::nullopt;
+    access.strides = *strides;
+    return access;
+  }
+
+  std::optional<Value> lowerIndex(const Expr& index, const std::string& tensor) {
+    auto lit = literalOf(index);
+    if (lit && lit->isFloat)
+      return error(index.loc,
+                   "an index of '" + tensor + "' must be an integer, got a float literal");
+    auto v = lit ? emitLiteral(*lit, Dtype::I64, index.loc) : lowerExpr(index);
+    if (!v) return std::nullopt;
+    if (v->type.isVector())
+      return error(index.loc,
+                   "an index of '" + tensor + "' must be a scalar, got " + kir::typeName(v->type));
+    if (!kir::isInt(v->type.elem))
+      return error(index.loc, "an index of '" + tensor + "' must be an integer, got " +
+                                  kir::typeName(v->type));
+    return castTo(*v, Dtype::I64, index.loc);
+  }
+
+  /// The length of a ':' on dimension `dim` of tensor `p`: its size, which must be a
+  /// compile-time constant with stride 1 so the whole row is one contiguous vector.
+  std::optional<int64_t> sliceLength(int p, size_t dim, const SourceLoc& loc) {
+    const ast::ParamDecl& param = decl_.params[p];
+    const kir::Dim& d = kernel_.params[p].dims[dim];
+    if (d.constant < 0)
+      return error(loc, "':' needs a compile-time size, but dimension '" + d.name + "' of '" +
+                            param.name + "' is a runtime size");
+    if (!param.strides.empty()) {
+      const ast::SizeRef& s = param.strides[dim];
+      if (s.isName() || s.value != 1)
+        return error(loc, "':' needs stride 1, but dimension '" + d.name + "' of '" + param.name +
+                              "' has stride " + s.text());
+      return d.constant;
+    }
+    for (size_t i = dim + 1; i < param.dims.size(); ++i) {
+      if (kernel_.params[p].dims[i].constant != 1)
+        return error(loc, "':' needs stride 1, but dimension '" + d.name + "' of '" + param.name +
+                              "' is not its innermost dimension");
+    }
+    return d.constant;
+  }
+
+  // ---- strides ----
+
+  /// A stride factor: a compile-time constant, or the id of an i64 value.
+  struct Term {
+    bool isConst = true;
+    int64_t value = 1;
+    int id = -1;
+  };
+
+  /// Emits the op computing a stride once per kernel, keyed by what it computes.
+  template <typename MakeOp>
+  int memoized(const std::string& key, MakeOp make) {
+    auto it = strideMemo_.find(key);
+    if (it != strideMemo_.end()) return it->second;
+    int id = make();
+    strideMemo_[key] = id;
+    return id;
+  }
+
+  int materialize(const Term& t, const SourceLoc& loc) {
+    if (!t.isConst) return t.id;
+    return memoized("const " + std::to_string(t.value),
+                    [&] { return emitConstInt(t.value, Dtype::I64, loc).id; });
+  }
+
+  std::optional<Term> multiply(const Term& a, const Term& b, const ast::ParamDecl& param) {
+    if (a.isConst && b.isConst) {
+      Term product;
+      if (__builtin_mul_overflow(a.value, b.value, &product.value))
+        return error(param.loc, "the strides of '" + param.name + "' overflow 64 bits");
+      return product;
+    }
+    if (a.isConst && a.value == 1) return b;
+    if (b.isConst && b.value == 1) return a;
+    int ia = materialize(a, param.loc), ib = materialize(b, param.loc);
+    Term product{false, 0, -1};
+    product.id = memoized("mul " + std::to_string(ia) + " " + std::to_string(ib), [&] {
+      return emitOp(OpCode::Mul, {Dtype::I64, 0}, {ia, ib}, param.loc).id;
+    });
+    return product;
+  }
+
+  /// One i64 value id per dimension of tensor `p`: the explicit strides, or row-major ones
+  /// (stride[n-1] = 1, stride[i] = stride[i+1] * size[i+1]).
+  std::optional<std::vector<int>> stridesOf(int p) {
+    auto cached = tensorStrides_.find(p);
+    if (cached != tensorStrides_.end()) return cached->second;
+    const ast::ParamDecl& param = decl_.params[p];
+    const kir::Param& kp = kernel_.params[p];
+    std::vector<int> ids(param.dims.size(), -1);
+    if (!param.strides.empty()) {
+      for (size_t i = 0; i < param.strides.size() && i < ids.size(); ++i) {
+        const ast::SizeRef& s = param.strides[i];
+        if (!s.isName()) {
+          ids[i] = materialize(Term{true, s.value, -1}, param.loc);
+          continue;
+        }
+        auto v = nameValue(s.name, s.loc);
+        if (!v) return std::nullopt;
+        ids[i] = memoized("i64 " + std::to_string(v->id),
+                          [&] { return castTo(*v, Dtype::I64, param.loc).id; });
+      }
+    } else {
+      Term stride;
+      for (size_t i = ids.size(); i-- > 0;) {
+        ids[i] = materialize(stride, param.loc);
+        if (i == 0) break;
+        const kir::Dim& inner = kp.dims[i];
+        Term size = inner.constant >= 0 ? Term{true, inner.constant, -1}
+                                        : Term{false, 0, dimArg(inner.runtimeDim).id};
+        auto next = multiply(stride, size, param);
+        if (!next) return std::nullopt;
+        stride = *next;
+      }
+    }
+    return tensorStrides_[p] = ids;
+  }
+
+  // ---- statements ----
+
+  bool lowerBind(const ast::Stmt& stmt) {
+    auto v = lowerExpr(*stmt.value);
+    if (!v) return false;
+    if (kernel_.ops[v->id].name.empty()) kernel_.ops[v->id].name = stmt.name;
+    values_[stmt.name] = *v;
+    return true;
+  }
+
+  const ModuleImpl& module_;
+  const ast::KernelDecl& decl_;
+  const Bindings& bindings_;
+  DiagnosticEngine& diags_;
+  KernelSymbols symbols_;
+  kir::Kernel kernel_;
+  std::map<std::string, Value> values_;            // bound names and leaves of declared names
+  std::map<std::string, int> strideMemo_;          // stride computations, emitted once each
+  std::map<int, std::vector<int>> tensorStrides_;  // per tensor param
+  std::vector<int> dimArgs_;                       // DimArg op per runtime dim, -1 until used
+};
+
+}  // namespace
+
+std::optional<kir::Kernel> instantiate(const Module& module, const std::string& kernel,
+                                       const std::map<std::string, int64_t>& config,
+                                       DiagnosticEngine& diags) {
+  const ModuleImpl& impl = module.impl();
+  const ast::KernelDecl* decl = impl.findKernel(kernel);
+  if (!decl) {
+    std::string names;
+    for (const ast::KernelDecl& k : impl.ast.kernels) names += (names.empty() ? "" : ", ") + k.name;
+    diags.error({impl.file, 0, 0}, "no kernel named '" + kernel + "' in " + impl.file +
+                                       (names.empty() ? "" : "; kernels: " + names));
+    return std::nullopt;
+  }
+  auto bindings = bindConfig(*decl, config, diags);
+  if (!bindings || !checkConstraints(*decl, *bindings, diags)) return std::nullopt;
+  return Lowerer(impl, *decl, *bindings, diags).run();
+}
+
+}  // namespace mxfp6::frontend

@@ -1,0 +1,264 @@
+// Module-level checks. They run once, at parse time, because none depends on a configuration:
+//  - every name is declared once: parameters, dimensions, specialized sizes, tunables and row
+//    variables share one namespace (symbols.cpp);
+//  - scalars are i32, i64 or f32 and never `out`; tensors hold bf16, f16, f32, i32 or u8; an
+//    explicit stride list has one entry per dimension, each an integer or an integer scalar;
+//    integer sizes are at least 1;
+//  - a specialized size is a tensor dimension with a default of at least 1; a tunable's
+//    candidates are distinct and include its default; ROWS, THREADS and VEC are at least 1;
+//  - a constraint is an integer condition over specialized sizes and tunables;
+//  - row variables range over runtime dimensions, one extent per variable;
+//  - in the body every name is defined before it is used, a binding never reuses a name,
+//    calls name builtins and only tensors are indexed.
+// Types and shapes of the body depend on the sizes and are checked by instantiate().
+#include "compiler/frontend/sema.h"
+
+#include <cfloat>
+#include <cstdint>
+#include <set>
+
+#include "compiler/frontend/builtins.h"
+#include "compiler/frontend/symbols.h"
+
+namespace mxfp6::frontend {
+namespace {
+
+using ast::Expr;
+using ast::ExprKind;
+
+enum class ConstraintType { Int, Bool };
+
+bool isScheduleTunable(const std::string& name) {
+  return name == "ROWS" || name == "THREADS" || name == "VEC";
+}
+
+class KernelChecker {
+ public:
+  KernelChecker(const ast::KernelDecl& kernel, DiagnosticEngine& diags)
+      : kernel_(kernel), diags_(diags), symbols_(collectSymbols(kernel, &diags)) {}
+
+  KernelInfo run() {
+    for (const ast::ParamDecl& p : kernel_.params) checkParam(p);
+    for (const ast::SpecDecl& s : kernel_.specs) {
+      if (s.defaultValue && *s.defaultValue < 1)
+        error(s.loc, "specialized size '" + s.name + "' must be at least 1");
+    }
+    for (const ast::TunableDecl& t : kernel_.tunables) checkTunable(t);
+    for (const ast::RequireDecl& r : kernel_.constraints) {
+      auto type = constraintType(*r.condition);
+      if (type == ConstraintType::Int)
+        error(r.loc, "a constraint must be a condition, such as 'D % 64 == 0'");
+    }
+    checkRowBlock();
+    return describe();
+  }
+
+ private:
+  void error(const kir::SourceLoc& loc, std::string message) {
+    diags_.error(loc, std::move(message));
+  }
+
+  void checkParam(const ast::ParamDecl& p) {
+    if (!p.isTensor) {
+      if (p.isOut) error(p.outLoc, "'out' applies only to tensors; '" + p.name + "' is a scalar");
+      if (p.dtype != kir::Dtype::I32 && p.dtype != kir::Dtype::I64 && p.dtype != kir::Dtype::F32)
+        error(p.typeLoc, "scalar parameter '" + p.name + "' has type " + kir::dtypeName(p.dtype) +
+                             "; scalars are i32, i64 or f32");
+      if (p.defaultValue) checkDefault(p, *p.defaultValue);
+      return;
+    }
+    if (p.dtype == kir::Dtype::I64)
+      error(p.typeLoc, "tensors of i64 are not supported; tensors hold bf16, f16, f32, i32 or u8");
+    for (const ast::SizeRef& d : p.dims) {
+      if (!d.isName() && d.value < 1) error(d.loc, "a dimension size must be at least 1");
+    }
+    if (p.strides.empty()) return;
+    if (p.strides.size() != p.dims.size()) {
+      error(p.stridesLoc, "'" + p.name + "' has " + std::to_string(p.dims.size()) +
+                              " dimensions but " + std::to_string(p.strides.size()) + " strides");
+    }
+    for (const ast::SizeRef& s : p.strides) {
+      if (!s.isName()) continue;
+      const Symbol* sym = symbols_.find(s.name);
+      bool isIntScalar =
+          sym && sym->kind == SymbolKind::Scalar && kir::isInt(kernel_.params[sym->index].dtype);
+      if (!isIntScalar)
+        error(s.loc, "stride '" + s.name + "' must name an i32 or i64 scalar parameter");
+    }
+  }
+
+  void checkDefault(const ast::ParamDecl& p, const ast::Number& n) {
+    if (p.dtype == kir::Dtype::F32) {
+      if (n.isFloat && (n.floatValue > FLT_MAX || n.floatValue < -FLT_MAX))
+        error(n.loc, "default of '" + p.name + "' does not fit in f32");
+      return;
+    }
+    if (n.isFloat) {
+      error(n.loc, "default of integer parameter '" + p.name + "' must be an integer");
+    } else if (p.dtype == kir::Dtype::I32 && (n.intValue < INT32_MIN || n.intValue > INT32_MAX)) {
+      error(n.loc, "default of '" + p.name + "' does not fit in i32");
+    }
+  }
+
+  void checkTunable(const ast::TunableDecl& t) {
+    std::set<int64_t> seen;
+    for (int64_t v : t.values) {
+      if (!seen.insert(v).second)
+        error(t.loc, "value " + std::to_string(v) + " appears twice in the candidates of '" +
+                         t.name + "'");
+    }
+    if (t.defaultValue && !seen.count(*t.defaultValue))
+      error(t.defaultLoc, "default " + std::to_string(*t.defaultValue) + " of '" + t.name +
+                              "' is not one of its candidates " + t.candidatesText());
+    if (isScheduleTunable(t.name) && *seen.begin() < 1)
+      error(t.loc, "candidates of '" + t.name + "' must be at least 1");
+  }
+
+  /// The type of a constraint expression: integers are sizes and tunables, conditions compare
+  /// them. nullopt after reporting an error.
+  std::optional<ConstraintType> constraintType(const Expr& e) {
+    switch (e.kind) {
+      case ExprKind::IntLit:
+        return ConstraintType::Int;
+      case ExprKind::FloatLit:
+        error(e.loc, "constraints compute with integers; float literals are not allowed");
+        return std::nullopt;
+      case ExprKind::Name: {
+        const Symbol* s = symbols_.find(e.name);
+        if (s && (s->kind == SymbolKind::SpecializedDim || s->kind == SymbolKind::Tunable))
+          return ConstraintType::Int;
+        if (s)
+          error(e.loc, "'" + e.name + "' is a " + symbolKindName(s->kind) +
+                           "; constraints use only specialized sizes and tunables");
+        else
+          error(e.loc, "unknown name '" + e.name + "' in constraint");
+        return std::nullopt;
+      }
+      case ExprKind::Call:
+      case ExprKind::Access:
+      case ExprKind::Slice:
+        error(e.loc, "constraints cannot call functions or read tensors");
+        return std::nullopt;
+      case ExprKind::Unary: {
+        auto t = constraintType(*e.operands[0]);
+        if (!t) return std::nullopt;
+        auto want = e.unaryOp == ast::UnaryOp::Neg ? ConstraintType::Int : ConstraintType::Bool;
+        if (*t != want) return mismatch(e.loc, ast::unaryOpText(e.unaryOp), want);
+        return want;
+      }
+      case ExprKind::Binary: {
+        auto l = constraintType(*e.operands[0]);
+        auto r = constraintType(*e.operands[1]);
+        if (!l || !r) return std::nullopt;
+        auto want = ast::isLogical(e.binaryOp) ? ConstraintType::Bool : ConstraintType::Int;
+        if (*l != want || *r != want) return mismatch(e.loc, ast::binaryOpText(e.binaryOp), want);
+        return ast::isLogical(e.binaryOp) || ast::isComparison(e.binaryOp) ? ConstraintType::Bool
+                                                                           : ConstraintType::Int;
+      }
+      case ExprKind::Ternary: {
+        auto c = constraintType(*e.operands[0]);
+        auto a = constraintType(*e.operands[1]);
+        auto b = constraintType(*e.operands[2]);
+        if (!c || !a || !b) return std::nullopt;
+        if (*c != ConstraintType::Bool) return mismatch(e.loc, "?", ConstraintType::Bool);
+        if (*a != *b) {
+          error(e.loc, "the arms of '?' must both be integers or both be conditions");
+          return std::nullopt;
+        }
+        return a;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::nullopt_t mismatch(const kir::SourceLoc& loc, const char* op, ConstraintType want) {
+    error(loc, std::string("'") + op + "' needs " +
+                   (want == ConstraintType::Int ? "integer" : "condition") + " operands");
+    return std::nullopt;
+  }
+
+  void checkRowBlock() {
+    const ast::RowBlock& row = kernel_.row;
+    if (row.vars.size() != row.extents.size())
+      error(row.loc, "'row' has " + std::to_string(row.vars.size()) + " variables but " +
+                         std::to_string(row.extents.size()) + " extents");
+    for (const ast::NameDecl& extent : row.extents) {
+      const Symbol* s = symbols_.find(extent.name);
+      if (!s)
+        error(extent.loc, "unknown dimension '" + extent.name + "'");
+      else if (s->kind != SymbolKind::RuntimeDim)
+        error(extent.loc, "rows range over runtime dimensions, but '" + extent.name + "' is a " +
+                              symbolKindName(s->kind));
+    }
+    std::set<std::string> bound;
+    for (const ast::Stmt& stmt : row.body) {
+      if (stmt.kind == ast::Stmt::Kind::Store) {
+        checkTensorName(stmt.name, stmt.loc);
+        for (const ast::ExprPtr& index : stmt.indices) checkExpr(*index, bound);
+      }
+      checkExpr(*stmt.value, bound);
+      if (stmt.kind != ast::Stmt::Kind::Bind) continue;
+      if (const Symbol* s = symbols_.find(stmt.name))
+        error(stmt.loc, "cannot bind '" + stmt.name + "': it is a " + symbolKindName(s->kind));
+      else if (!bound.insert(stmt.name).second)
+        error(stmt.loc, "'" + stmt.name + "' is already bound; values are immutable");
+    }
+  }
+
+  void checkTensorName(const std::string& name, const kir::SourceLoc& loc) {
+    const Symbol* s = symbols_.find(name);
+    if (!s)
+      error(loc, "unknown tensor '" + name + "'");
+    else if (s->kind != SymbolKind::Tensor)
+      error(loc, "'" + name + "' is a " + symbolKindName(s->kind) + ", not a tensor");
+  }
+
+  void checkExpr(const Expr& e, const std::set<std::string>& bound) {
+    if (e.kind == ExprKind::Name) {
+      const Symbol* s = symbols_.find(e.name);
+      if (s && s->kind == SymbolKind::Tensor)
+        error(e.loc, "tensor '" + e.name + "' must be indexed, as in " + e.name + "[...]");
+      else if (!s && !bound.count(e.name))
+        error(e.loc, "unknown name '" + e.name + "'");
+    } else if (e.kind == ExprKind::Call && !findBuiltin(e.name)) {
+      error(e.loc, "unknown function '" + e.name + "'");
+    } else if (e.kind == ExprKind::Access) {
+      checkTensorName(e.name, e.loc);
+    }
+    for (const ast::ExprPtr& operand : e.operands) checkExpr(*operand, bound);
+  }
+
+  KernelInfo describe() const {
+    KernelInfo info;
+    info.name = kernel_.name;
+    info.loc = kernel_.loc;
+    for (const ast::ParamDecl& p : kernel_.params)
+      info.params.push_back(describeParam(p, symbols_, nullptr));
+    for (const ast::SpecDecl& s : kernel_.specs)
+      info.specializations.push_back({s.name, s.defaultValue});
+    for (const ast::TunableDecl& t : kernel_.tunables)
+      info.tunables.push_back({t.name, t.values, t.effectiveDefault()});
+    for (const ast::RequireDecl& r : kernel_.constraints)
+      info.constraints.push_back({r.text, r.message, r.loc});
+    return info;
+  }
+
+  const ast::KernelDecl& kernel_;
+  DiagnosticEngine& diags_;
+  KernelSymbols symbols_;
+};
+
+}  // namespace
+
+std::vector<KernelInfo> checkModule(const ast::File& file, DiagnosticEngine& diags) {
+  std::vector<KernelInfo> kernels;
+  std::set<std::string> names;
+  for (const ast::KernelDecl& k : file.kernels) {
+    if (!names.insert(k.name).second)
+      diags.error(k.loc, "kernel '" + k.name + "' is already defined");
+    kernels.push_back(KernelChecker(k, diags).run());
+  }
+  return kernels;
+}
+
+}  // namespace mxfp6::frontend

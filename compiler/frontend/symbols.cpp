@@ -1,0 +1,114 @@
+#include "compiler/frontend/symbols.h"
+
+namespace mxfp6::frontend {
+
+const char* symbolKindName(SymbolKind kind) {
+  switch (kind) {
+    case SymbolKind::Tensor:
+      return "tensor parameter";
+    case SymbolKind::Scalar:
+      return "scalar parameter";
+    case SymbolKind::RuntimeDim:
+      return "runtime dimension";
+    case SymbolKind::SpecializedDim:
+      return "specialized size";
+    case SymbolKind::Tunable:
+      return "tunable";
+    case SymbolKind::RowVar:
+      return "row variable";
+  }
+  return "name";
+}
+
+KernelSymbols collectSymbols(const ast::KernelDecl& kernel, DiagnosticEngine* diags) {
+  KernelSymbols symbols;
+  auto report = [&](const kir::SourceLoc& loc, std::string message) {
+    if (diags) diags->error(loc, std::move(message));
+  };
+  auto declare = [&](const std::string& name, const kir::SourceLoc& loc, Symbol symbol) {
+    auto [it, inserted] = symbols.names.emplace(name, symbol);
+    if (!inserted)
+      report(loc, "'" + name + "' is already declared as a " + symbolKindName(it->second.kind));
+  };
+
+  for (int i = 0; i < static_cast<int>(kernel.params.size()); ++i) {
+    const ast::ParamDecl& p = kernel.params[i];
+    declare(p.name, p.loc, {p.isTensor ? SymbolKind::Tensor : SymbolKind::Scalar, i});
+  }
+
+  std::map<std::string, int> specIndex;
+  for (int i = 0; i < static_cast<int>(kernel.specs.size()); ++i) {
+    const ast::SpecDecl& s = kernel.specs[i];
+    if (!specIndex.emplace(s.name, i).second)
+      report(s.loc, "'" + s.name + "' is already specialized");
+  }
+
+  // Dimensions are declared by their uses in tensor types; a name may size many tensors.
+  for (const ast::ParamDecl& p : kernel.params) {
+    for (const ast::SizeRef& dim : p.dims) {
+      if (!dim.isName()) continue;
+      if (const Symbol* s = symbols.find(dim.name)) {
+        if (s->kind != SymbolKind::RuntimeDim && s->kind != SymbolKind::SpecializedDim)
+          report(dim.loc, "'" + dim.name + "' is already declared as a " + symbolKindName(s->kind));
+        continue;
+      }
+      auto spec = specIndex.find(dim.name);
+      if (spec != specIndex.end()) {
+        symbols.names.emplace(dim.name, Symbol{SymbolKind::SpecializedDim, spec->second});
+      } else {
+        symbols.names.emplace(
+            dim.name, Symbol{SymbolKind::RuntimeDim, static_cast<int>(symbols.runtimeDims.size())});
+        symbols.runtimeDims.push_back(dim.name);
+      }
+    }
+  }
+  for (const ast::SpecDecl& s : kernel.specs) {
+    const Symbol* sym = symbols.find(s.name);
+    if (!sym || sym->kind != SymbolKind::SpecializedDim)
+      report(s.loc, "specialized size '" + s.name + "' is not a dimension of any tensor parameter");
+  }
+
+  for (int i = 0; i < static_cast<int>(kernel.tunables.size()); ++i) {
+    const ast::TunableDecl& t = kernel.tunables[i];
+    declare(t.name, t.loc, {SymbolKind::Tunable, i});
+  }
+  for (int i = 0; i < static_cast<int>(kernel.row.vars.size()); ++i) {
+    const ast::NameDecl& v = kernel.row.vars[i];
+    declare(v.name, v.loc, {SymbolKind::RowVar, i});
+  }
+  return symbols;
+}
+
+kir::Param describeParam(const ast::ParamDecl& param, const KernelSymbols& symbols,
+                         const std::map<std::string, int64_t>* bindings) {
+  kir::Param p;
+  p.name = param.name;
+  p.kind = param.isTensor ? kir::ParamKind::Tensor : kir::ParamKind::Scalar;
+  p.dtype = param.dtype;
+  p.isOutput = param.isOut;
+  p.loc = param.loc;
+  if (param.defaultValue) {
+    p.hasDefault = true;
+    p.defaultValue = param.defaultValue->isFloat
+                         ? param.defaultValue->floatValue
+                         : static_cast<double>(param.defaultValue->intValue);
+  }
+  for (const ast::SizeRef& size : param.dims) {
+    kir::Dim d;
+    d.name = size.text();
+    if (!size.isName()) {
+      d.constant = size.value;
+    } else if (const Symbol* s = symbols.find(size.name)) {
+      if (s->kind == SymbolKind::RuntimeDim) {
+        d.runtimeDim = s->index;
+      } else if (s->kind == SymbolKind::SpecializedDim && bindings) {
+        auto bound = bindings->find(size.name);
+        if (bound != bindings->end()) d.constant = bound->second;
+      }
+    }
+    p.dims.push_back(std::move(d));
+  }
+  return p;
+}
+
+}  // namespace mxfp6::frontend
