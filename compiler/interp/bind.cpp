@@ -5,13 +5,12 @@
 #include <string>
 
 #include "compiler/interp/interpreter.h"
-#include "compiler/interp/kir_names.h"
 
 namespace mxfp6::interp {
 namespace {
 
 std::string tensorTypeText(const kir::Param& p) {
-  std::string s = std::string(p.isOutput ? "out " : "") + detail::dtypeName(p.dtype) + "[";
+  std::string s = std::string(p.isOutput ? "out " : "") + kir::dtypeName(p.dtype) + "[";
   for (size_t d = 0; d < p.dims.size(); ++d) {
     if (d) s += ", ";
     s += p.dims[d].name;
@@ -31,7 +30,7 @@ std::string shapeText(const std::vector<int64_t>& shape) {
 std::string argKindText(const Arg& a) {
   if (std::holds_alternative<std::monostate>(a)) return "nothing (omitted)";
   if (const auto* t = std::get_if<TensorArg>(&a))
-    return std::string("a tensor (") + detail::dtypeName(t->dtype) + ", shape " + shapeText(t->shape) + ")";
+    return std::string("a tensor (") + kir::dtypeName(t->dtype) + ", shape " + shapeText(t->shape) + ")";
   if (const auto* i = std::get_if<int64_t>(&a)) return "an integer scalar (" + std::to_string(*i) + ")";
   std::ostringstream os;
   os.precision(17);
@@ -50,8 +49,8 @@ Status bindTensor(const kir::Kernel& kernel, int index, const Arg& arg, BoundArg
                          argKindText(arg));
   }
   if (t->dtype != p.dtype) {
-    return Status::error(argName(p) + " has dtype " + detail::dtypeName(t->dtype) + ", expected " +
-                         detail::dtypeName(p.dtype) + " (" + tensorTypeText(p) + ")");
+    return Status::error(argName(p) + " has dtype " + kir::dtypeName(t->dtype) + ", expected " +
+                         kir::dtypeName(p.dtype) + " (" + tensorTypeText(p) + ")");
   }
   if (t->shape.size() != p.dims.size()) {
     return Status::error(argName(p) + " has rank " + std::to_string(t->shape.size()) +
@@ -123,9 +122,9 @@ Status bindFloatScalar(const kir::Param& p, double v, BoundArgs& out, int index)
 Status bindScalar(const kir::Param& p, int index, const Arg& arg, BoundArgs& out) {
   const bool intParam = p.dtype == kir::Dtype::I32 || p.dtype == kir::Dtype::I64;
   if (!intParam && p.dtype != kir::Dtype::F32) {
-    return Status::error(argName(p) + " has unsupported scalar type " + detail::dtypeName(p.dtype));
+    return Status::error(argName(p) + " has unsupported scalar type " + kir::dtypeName(p.dtype));
   }
-  const std::string typeText = std::string(detail::dtypeName(p.dtype)) + " scalar";
+  const std::string typeText = std::string(kir::dtypeName(p.dtype)) + " scalar";
   if (std::holds_alternative<std::monostate>(arg)) {
     if (!p.hasDefault) {
       return Status::error(argName(p) + " (" + typeText + ") was omitted and has no default");

@@ -13,7 +13,6 @@
 #include <sstream>
 
 #include "compiler/interp/float_formats.h"
-#include "compiler/interp/kir_names.h"
 
 namespace mxfp6::interp {
 namespace {
@@ -23,7 +22,7 @@ using kir::OpCode;
 
 enum class Cls : uint8_t { None, Float, Int };  // Int holds integers and Bool
 
-Cls classOf(Dtype t) { return detail::isFloat(t) ? Cls::Float : Cls::Int; }
+Cls classOf(Dtype t) { return kir::isFloat(t) ? Cls::Float : Cls::Int; }
 
 struct Slot {
   Cls cls = Cls::None;
@@ -158,7 +157,7 @@ Status Machine::opError(size_t i, const std::string& message) const {
   const kir::Op& op = k_.ops[i];
   std::string s = locText(op.loc) + "error: " + message + " (kernel '" + k_.name + "'";
   if (inRow_) s += ", " + rowText();
-  s += ", op #" + std::to_string(i) + " " + detail::opName(op.code) + ")";
+  s += ", op #" + std::to_string(i) + " " + kir::opName(op.code) + ")";
   return Status::error(std::move(s));
 }
 
@@ -288,7 +287,7 @@ Status Machine::validateOp(size_t i) {
   };
   auto requireCls = [&](Cls want, const char* what) -> Status {
     if (classOf(op.type.elem) != want) {
-      return invalid(i, std::string("result type ") + detail::dtypeName(op.type.elem) +
+      return invalid(i, std::string("result type ") + kir::dtypeName(op.type.elem) +
                             " is not " + what);
     }
     return Status::ok();
@@ -316,7 +315,7 @@ Status Machine::validateOp(size_t i) {
       RETURN_IF_ERROR(requireCls(Cls::Int, "an integer"));
       if (!intFits(op.ival, op.type.elem)) {
         return invalid(i, "constant " + std::to_string(op.ival) + " does not fit " +
-                              detail::dtypeName(op.type.elem));
+                              kir::dtypeName(op.type.elem));
       }
       return requireScalarResult();
     case OpCode::ScalarArg: {
@@ -375,8 +374,8 @@ Status Machine::validateOp(size_t i) {
                                 std::to_string(accessLen) + " elements");
         }
         if (slot.cls != classOf(t.dtype)) {
-          return invalid(i, std::string("load of a ") + detail::dtypeName(t.dtype) +
-                                " tensor typed " + detail::dtypeName(op.type.elem));
+          return invalid(i, std::string("load of a ") + kir::dtypeName(t.dtype) +
+                                " tensor typed " + kir::dtypeName(op.type.elem));
         }
         return Status::ok();
       }
@@ -488,7 +487,7 @@ Status Machine::checkIntResult(size_t i) {
     if (!intFits(r[j], t)) {
       return opError(i, "result " + std::to_string(r[j]) +
                             (slots_[i].len ? " (element " + std::to_string(j) + ")" : "") +
-                            " does not fit " + detail::dtypeName(t));
+                            " does not fit " + kir::dtypeName(t));
     }
   }
   return Status::ok();
@@ -712,7 +711,7 @@ Status Machine::execStore(size_t i) {
     }
   }
 
-  if (detail::isFloat(arg.dtype)) {
+  if (kir::isFloat(arg.dtype)) {
     const FView v = fview(op.value, 0);
     switch (arg.dtype) {
       case Dtype::BF16:
@@ -733,7 +732,7 @@ Status Machine::execStore(size_t i) {
 
   // Integer tensor: the value must be an integer in range, exactly.
   auto badValue = [&](int64_t j, const std::string& value) {
-    return opError(i, "store to " + std::string(detail::dtypeName(arg.dtype)) + " tensor '" +
+    return opError(i, "store to " + std::string(kir::dtypeName(arg.dtype)) + " tensor '" +
                           name + "' at " + accessText(i) +
                           (count > 1 ? " (element " + std::to_string(j) + ")" : "") +
                           ": value " + value + " is not representable");
@@ -789,7 +788,7 @@ Status Machine::execCast(size_t i) {
     if (!(t >= -0x1p63 && t < 0x1p63)) {
       return opError(i, "cast of " + formatDouble(a[j]) +
                             (slots_[i].len ? " (element " + std::to_string(j) + ")" : "") +
-                            " to " + detail::dtypeName(to) + " is out of range");
+                            " to " + kir::dtypeName(to) + " is out of range");
     }
     r[j] = static_cast<int64_t>(t);
   }
@@ -822,7 +821,7 @@ Status Machine::execUnary(size_t i) {
       continue;
     }
     if (x == std::numeric_limits<int64_t>::min()) {
-      return opError(i, "int64 overflow in " + std::string(detail::opName(op.code)) + " of " +
+      return opError(i, "int64 overflow in " + std::string(kir::opName(op.code)) + " of " +
                             std::to_string(x));
     }
     r[j] = op.code == OpCode::Neg ? -x : (x < 0 ? -x : x);
@@ -833,7 +832,7 @@ Status Machine::execUnary(size_t i) {
 Status Machine::execIntBinary(size_t i, IView a, IView b, int64_t* r, int64_t n) {
   const OpCode code = k_.ops[i].code;
   auto overflow = [&](int64_t x, int64_t y) {
-    return opError(i, "int64 overflow in " + std::string(detail::opName(code)) + " of " +
+    return opError(i, "int64 overflow in " + std::string(kir::opName(code)) + " of " +
                           std::to_string(x) + " and " + std::to_string(y));
   };
   for (int64_t j = 0; j < n; ++j) {

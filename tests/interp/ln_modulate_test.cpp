@@ -25,14 +25,12 @@
 #include <sstream>
 #include <vector>
 
+#include "compiler/frontend/frontend.h"
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/interp/ln_modulate_kernel.h"
 #include "tests/interp/reference_rounding.h"
 
-#ifdef MXFP6_HAVE_FRONTEND
-#include "compiler/frontend/frontend.h"
-#endif
 
 namespace mxfp6::interp {
 namespace {
@@ -222,8 +220,6 @@ TEST(LnModulateHandBuilt, ReportsSampleIndexPastScale) {
   EXPECT_NE(st.message().find("row t=6"), std::string::npos) << st.message();
 }
 
-#ifdef MXFP6_HAVE_FRONTEND
-
 std::optional<kir::Kernel> instantiateLnModulate(const std::map<std::string, int64_t>& config) {
   frontend::DiagnosticEngine diags;
   auto module = frontend::parseFile(MXFP6_SOURCE_DIR "/kernels_dsl/ln_modulate.mxk", diags);
@@ -293,8 +289,6 @@ TEST(LnModulateFromDsl, ZeroTokensPerSampleIsALocatedError) {
       << st.message();
   EXPECT_NE(st.message().find("row t=0"), std::string::npos) << st.message();
 }
-
-#endif  // MXFP6_HAVE_FRONTEND
 
 }  // namespace
 }  // namespace mxfp6::interp
