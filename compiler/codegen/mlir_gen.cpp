@@ -1,11 +1,17 @@
 // Row-schedule lowering of KIR to MLIR.
 //
 // A program (thread block) handles ROWS rows; each row is handled by THREADS threads. A row
-// vector of N elements lives in registers, distributed so that consecutive threads touch
-// consecutive VEC-element vectors (coalesced, 16-byte accesses when VEC * bytes == 16):
+// vector lives in registers, distributed so that consecutive threads touch consecutive vectors
+// (coalesced, 16-byte accesses when VEC * bytes == 16). The longest vector of the kernel, N
+// elements, sets the chunk count C = N / (THREADS*VEC); every vector of length L is a view of
+// the same row at another granularity, E = L / (C*THREADS) elements per thread and chunk:
 //
-//   thread `lane` of a row holds chunks c = 0 .. N/(THREADS*VEC)-1,
-//   chunk c covers elements [(c*THREADS + lane)*VEC, +VEC)
+//   E >= 1:  thread `lane`, chunk c holds elements [(c*THREADS + lane)*E, +E)
+//   E < 1:   element (c*THREADS + lane)*E, shared (replicated) by 1/E consecutive lanes
+//
+// So element j of a length-L vector sits in the thread that holds elements [j*N/L, (j+1)*N/L)
+// of the longest one: a group reduction, a pair rotation with a half-length table, or an MX
+// scale per 32 elements are thread-local or a shuffle among a few neighbouring lanes.
 //
 // Elementwise ops act chunk by chunk; per-row scalars are computed redundantly by every thread
 // of the row. A reduction is, in a fixed order:
@@ -62,6 +68,12 @@ Type scalarType(MLIRContext* ctx, Dtype d) {
   return {};
 }
 
+/// How a row vector of some length is spread over the threads of its row (see above).
+struct Layout {
+  int64_t perThread = 1;  // E >= 1: elements per thread and chunk
+  int64_t replicas = 1;   // E < 1: lanes that share one element (perThread is then 1)
+};
+
 /// A KIR value in registers: one MLIR value for a scalar, one vector per chunk for a row vector.
 struct RegValue {
   Value scalar;
@@ -83,8 +95,20 @@ class KernelEmitter {
   InFlightDiagnostic error(const kir::Op& op) { return emitError(loc(op.loc)); }
 
   LogicalResult checkSchedule();
-  int64_t chunksFor(int64_t length) const { return length / (threads_ * vec_); }
-  Type chunkType(Dtype d) { return VectorType::get({vec_}, scalarType(&ctx_, d)); }
+  /// The layout of a vector of `length` elements; checkSchedule() proved it exists.
+  Layout layoutFor(int64_t length) const {
+    int64_t slots = chunks_ * threads_;
+    if (length % slots == 0) return {length / slots, 1};
+    return {1, slots / length};
+  }
+  Type chunkType(Dtype d, int64_t elements) { return VectorType::get({elements}, scalarType(&ctx_, d)); }
+  /// Index of the first element this thread holds in chunk c.
+  Value chunkElementBase(const Layout& l, int64_t c);
+  /// The same shape as `like` (scalar or vector) with element type `elem`.
+  Type sameShape(Value like, Type elem) {
+    if (auto vt = dyn_cast<VectorType>(like.getType())) return VectorType::get(vt.getShape(), elem);
+    return elem;
+  }
 
   Value constI64(int64_t v) { return arith::ConstantIntOp::create(b_, v, 64); }
   Value constI32(int64_t v) { return arith::ConstantIntOp::create(b_, v, 32); }
@@ -94,7 +118,7 @@ class KernelEmitter {
     if (auto vt = dyn_cast<VectorType>(ty)) return arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, element));
     return arith::ConstantOp::create(b_, element);
   }
-  Value broadcast(Value scalar, Dtype d) { return vector::BroadcastOp::create(b_, chunkType(d), scalar); }
+  Value broadcast(Value scalar, Type vectorType) { return vector::BroadcastOp::create(b_, vectorType, scalar); }
 
   void emitPrologue(gpu::GPUFuncOp func);
   LogicalResult emitOp(const kir::Op& op, int id);
@@ -121,7 +145,7 @@ class KernelEmitter {
   const TargetInfo& target_;
   ImplicitLocOpBuilder b_;
 
-  int64_t rows_ = 1, threads_ = 1, vec_ = 1, warp_ = 32, warpsPerRow_ = 1;
+  int64_t rows_ = 1, threads_ = 1, vec_ = 1, warp_ = 32, warpsPerRow_ = 1, chunks_ = 1;
   bool needsShared_ = false;
   int reductionParity_ = 0;
 
@@ -152,12 +176,28 @@ LogicalResult KernelEmitter::checkSchedule() {
     return fail("THREADS = " + std::to_string(threads_) + " below the subgroup size must be a power of two");
   }
   warpsPerRow_ = threads_ >= warp_ ? threads_ / warp_ : 1;
+  int64_t longest = 0;
+  for (const kir::Op& op : k_.ops)
+    if (op.code != OpCode::Store) longest = std::max(longest, op.type.length);
+  if (longest > 0) {
+    if (longest % (threads_ * vec_) != 0)
+      return fail("the longest row vector (" + std::to_string(longest) + " elements) is not a multiple of THREADS * VEC = " +
+                  std::to_string(threads_ * vec_));
+    chunks_ = longest / (threads_ * vec_);
+  }
   for (const kir::Op& op : k_.ops) {
-    if (op.type.isVector() && op.code != OpCode::Store && op.type.length % (threads_ * vec_) != 0) {
-      error(op) << "row vector of " << op.type.length << " elements is not a multiple of THREADS * VEC = "
-                << threads_ * vec_;
+    if (op.code == OpCode::Store || !op.type.isVector()) continue;
+    int64_t slots = chunks_ * threads_;
+    bool fits = op.type.length % slots == 0 ||
+                (slots % op.type.length == 0 && (slots / op.type.length) <= warp_ &&
+                 ((slots / op.type.length) & (slots / op.type.length - 1)) == 0);
+    if (!fits) {
+      error(op) << "a row vector of " << op.type.length << " elements cannot be spread over " << chunks_
+                << " chunk(s) of " << threads_ << " threads (the longest vector has " << longest << ")";
       return failure();
     }
+  }
+  for (const kir::Op& op : k_.ops) {
     bool reducesVector = (op.code == OpCode::ReduceSum || op.code == OpCode::ReduceMax ||
                           op.code == OpCode::ReduceMin);
     if (reducesVector && warpsPerRow_ > 1) {
@@ -207,10 +247,12 @@ Value KernelEmitter::scalarOffset(const kir::Op& op) {
 int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
   const kir::Param& p = k_.params[op.param];
   int64_t bytes = kir::dtypeBytes(p.dtype);
-  int64_t align = std::min<int64_t>(vec_ * bytes, kMaxAccessBytes);
-  // A chunk starts at base + Σ index_i*stride_i + multiple of VEC. Constant strides that are not
-  // multiples of VEC lower the guarantee; runtime strides are checked by the launcher against
-  // the recorded pointer alignment (the ABI requires them to be multiples of VEC).
+  int64_t length = op.code == OpCode::Store ? k_.ops[op.value].type.length : op.type.length;
+  int64_t align = std::min<int64_t>(layoutFor(length).perThread * bytes, kMaxAccessBytes);
+  while (align & (align - 1)) align &= align - 1;  // 6-byte chunks are 2-byte aligned, etc.
+  // A chunk starts at base + Σ index_i*stride_i + a multiple of E. Constant strides that are not
+  // multiples of E lower the guarantee; runtime strides are the launcher's to check against the
+  // recorded pointer alignment.
   for (size_t i = 0; i < op.operands.size(); ++i) {
     if (op.operands[i] < 0) continue;
     const kir::Op& s = k_.ops[op.strides[i]];
@@ -220,6 +262,12 @@ int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
     }
   }
   return align;
+}
+
+Value KernelEmitter::chunkElementBase(const Layout& l, int64_t c) {
+  Value slot = arith::AddIOp::create(b_, lane_, constI64(c * threads_));
+  if (l.replicas > 1) return arith::DivUIOp::create(b_, slot, constI64(l.replicas));
+  return arith::MulIOp::create(b_, slot, constI64(l.perThread));
 }
 
 Value KernelEmitter::elementPointer(int param, Dtype d, Value offset) {
@@ -236,12 +284,12 @@ LogicalResult KernelEmitter::emitLoad(const kir::Op& op, int id) {
     out.scalar = LLVM::LoadOp::create(b_, scalarType(&ctx_, p.dtype), ptr, kir::dtypeBytes(p.dtype));
     return success();
   }
+  Layout l = layoutFor(op.type.length);
   int64_t align = chunkAlignment(op);
-  Value laneBase = arith::AddIOp::create(b_, base, arith::MulIOp::create(b_, lane_, constI64(vec_)));
-  for (int64_t c = 0; c < chunksFor(op.type.length); ++c) {
-    Value off = arith::AddIOp::create(b_, laneBase, constI64(c * threads_ * vec_));
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Value off = arith::AddIOp::create(b_, base, chunkElementBase(l, c));
     Value ptr = elementPointer(op.param, p.dtype, off);
-    out.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(p.dtype), ptr, align));
+    out.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(p.dtype, l.perThread), ptr, align));
   }
   return success();
 }
@@ -251,10 +299,13 @@ LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
   const RegValue& v = values_[op.value];
   Value base = scalarOffset(op);
   bool slice = v.isVector();
-  // Vector stores: every thread stores its chunks of a valid row. Scalar stores: one thread.
+  // Every element is stored once: a scalar by lane 0 of its row, a replicated vector element by
+  // the first of the lanes that share it, anything else by the thread that holds it.
+  Layout l = slice ? layoutFor(k_.ops[op.value].type.length) : Layout{1, threads_};
   Value cond = rowValid_;
-  if (!slice) {
-    Value first = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, lane_, constI64(0));
+  if (!slice || l.replicas > 1) {
+    Value first = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq,
+                                        arith::RemUIOp::create(b_, lane_, constI64(l.replicas)), constI64(0));
     cond = arith::AndIOp::create(b_, cond, first);
   }
   auto ifOp = scf::IfOp::create(b_, cond, /*withElseRegion=*/false);
@@ -266,9 +317,8 @@ LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
     return success();
   }
   int64_t align = chunkAlignment(op);
-  Value laneBase = arith::AddIOp::create(b_, base, arith::MulIOp::create(b_, lane_, constI64(vec_)));
-  for (size_t c = 0; c < v.chunks.size(); ++c) {
-    Value off = arith::AddIOp::create(b_, laneBase, constI64(int64_t(c) * threads_ * vec_));
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Value off = arith::AddIOp::create(b_, base, chunkElementBase(l, c));
     LLVM::StoreOp::create(b_, v.chunks[c], elementPointer(op.param, p.dtype, off), align);
   }
   return success();
@@ -300,12 +350,19 @@ Value KernelEmitter::combine(OpCode reduce, Value a, Value c) {
 
 LogicalResult KernelEmitter::emitReduce(const kir::Op& op, int id) {
   const RegValue& in = values_[op.operands[0]];
-  // 1. Chunks, then the VEC lanes of the vector, in index order.
+  Layout l = layoutFor(k_.ops[op.operands[0]].type.length);
+  // 1. Chunks, then the elements of the thread's vector, in index order. A replicated element
+  //    counts once: only the first lane of those sharing it contributes.
   Value acc = in.chunks[0];
   for (size_t c = 1; c < in.chunks.size(); ++c) acc = combine(op.code, acc, in.chunks[c]);
   Value partial = vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{0});
-  for (int64_t i = 1; i < vec_; ++i)
+  for (int64_t i = 1; i < l.perThread; ++i)
     partial = combine(op.code, partial, vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{i}));
+  if (l.replicas > 1) {
+    Value owner = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq,
+                                        arith::RemUIOp::create(b_, lane_, constI64(l.replicas)), constI64(0));
+    partial = arith::SelectOp::create(b_, owner, partial, identityFor(op.code));
+  }
   // 2. Butterfly across the threads of the row that share a warp.
   for (int64_t off = std::min(threads_, warp_) / 2; off >= 1; off /= 2) {
     auto shuffled = gpu::ShuffleOp::create(b_, partial, int32_t(off), int32_t(warp_), gpu::ShuffleMode::XOR);
@@ -341,13 +398,13 @@ LogicalResult KernelEmitter::emitReduce(const kir::Op& op, int id) {
 Value KernelEmitter::castValue(Value v, Dtype from, Dtype to) {
   if (from == to) return v;
   Type elem = scalarType(&ctx_, to);
-  Type ty = isa<VectorType>(v.getType()) ? Type(VectorType::get({vec_}, elem)) : elem;
+  Type ty = sameShape(v, elem);
   bool fromFloat = kir::isFloat(from), toFloat = kir::isFloat(to);
   if (fromFloat && toFloat) {
     int fromBits = getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth();
     int toBits = elem.getIntOrFloatBitWidth();
     if (fromBits == toBits) {  // f16 <-> bf16 goes through f32, exact then one rounding
-      Type f32 = isa<VectorType>(v.getType()) ? Type(VectorType::get({vec_}, b_.getF32Type())) : b_.getF32Type();
+      Type f32 = sameShape(v, b_.getF32Type());
       return arith::TruncFOp::create(b_, ty, arith::ExtFOp::create(b_, f32, v));
     }
     if (fromBits < toBits) return arith::ExtFOp::create(b_, ty, v);
@@ -416,7 +473,7 @@ Value KernelEmitter::applyScalar(OpCode code, Dtype t, ArrayRef<Value> x, Dtype 
       // Clear the sign bit: exact, and needs no math library on any target.
       Type elem = getElementTypeOrSelf(x[0].getType());
       Type intElem = b_.getIntegerType(elem.getIntOrFloatBitWidth());
-      Type intTy = isa<VectorType>(x[0].getType()) ? Type(VectorType::get({vec_}, intElem)) : intElem;
+      Type intTy = sameShape(x[0], intElem);
       Value bits = arith::BitcastOp::create(b_, intTy, x[0]);
       APInt mask = APInt::getSignedMaxValue(elem.getIntOrFloatBitWidth());
       Value m = splat(intTy, b_.getIntegerAttr(intElem, mask));
@@ -483,11 +540,13 @@ LogicalResult KernelEmitter::emitElementwise(const kir::Op& op, int id) {
     }
     return success();
   }
-  for (int64_t c = 0; c < chunksFor(op.type.length); ++c) {
+  Layout l = layoutFor(op.type.length);
+  for (int64_t c = 0; c < chunks_; ++c) {
     SmallVector<Value> xs;
     for (int o : op.operands) {
       const RegValue& v = values_[o];
-      xs.push_back(v.isVector() ? v.chunks[c] : broadcast(v.scalar, k_.ops[o].type.elem));
+      Type chunk = chunkType(k_.ops[o].type.elem, l.perThread);
+      xs.push_back(v.isVector() ? v.chunks[c] : broadcast(v.scalar, chunk));
     }
     Value r = applyScalar(op.code, operandType, xs, op.type.elem);
     if (!r) {
