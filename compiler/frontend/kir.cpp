@@ -117,6 +117,22 @@ const char* opName(OpCode c) {
       return "ReduceMax";
     case OpCode::ReduceMin:
       return "ReduceMin";
+    case OpCode::Repeat:
+      return "Repeat";
+    case OpCode::GroupReduceSum:
+      return "GroupReduceSum";
+    case OpCode::GroupReduceMax:
+      return "GroupReduceMax";
+    case OpCode::GroupReduceMin:
+      return "GroupReduceMin";
+    case OpCode::RotatePairs:
+      return "RotatePairs";
+    case OpCode::MxScale:
+      return "MxScale";
+    case OpCode::MxEncode:
+      return "MxEncode";
+    case OpCode::Pack6:
+      return "Pack6";
   }
   return "?";
 }

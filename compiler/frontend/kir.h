@@ -84,7 +84,29 @@ enum class OpCode {
   Select,      // operands: cond, a, b
   // Reductions of a row vector to a scalar, in a fixed order.
   ReduceSum, ReduceMax, ReduceMin,
+  // Row-vector building blocks. Vectors of different lengths in one kernel are views of the
+  // same row at different granularities (kernels_dsl/README.md, "Lengths").
+  Repeat,          // operands[0] = v (length L); ival = k. Result length k*L: element j = v[j / k].
+  GroupReduceSum,  // operands[0] = v (length L); ival = G (L % G == 0). Result length L/G:
+  GroupReduceMax,  //   element g reduces v[g*G .. g*G+G) in ascending order (NaN propagates
+  GroupReduceMin,  //   through max/min, as in ReduceMax/ReduceMin).
+  RotatePairs,     // operands: v (length 2P), c, s (length P), one float type. Result length 2P:
+                   //   y[2i] = c_i*v[2i] - s_i*v[2i+1],  y[2i+1] = s_i*v[2i] + c_i*v[2i+1].
+  // MXFP6 (specs/mxfp6.md); ival = mxVariant(format, mode).
+  MxScale,         // operands[0] = v (bf16, length L, L % 32 == 0). Result u8, length L/32: the
+                   //   E8M0 scale byte of each 32-element block (0xFF for a block with NaN/Inf).
+  MxEncode,        // operands: v (bf16, length L), scales (u8, length L/32). Result u8, length L:
+                   //   the 6-bit code of each element under its block's scale.
+  Pack6,           // operands[0] = codes (u8, length L, L % 4 == 0). Result u8, length 3L/4:
+                   //   four codes per 3 bytes, LSB first: w = c0 | c1<<6 | c2<<12 | c3<<18.
 };
+
+/// MXFP6 element formats and scale modes, as DSL `variant` values and in Op::ival.
+enum class MxFormat { E2M3 = 0, E3M2 = 1 };
+enum class MxScaleMode { Rceil = 0, Even = 1, Floor = 2 };
+inline int64_t mxVariant(MxFormat f, MxScaleMode m) { return int64_t(f) * 4 + int64_t(m); }
+inline MxFormat mxFormat(int64_t ival) { return MxFormat(ival / 4); }
+inline MxScaleMode mxScaleMode(int64_t ival) { return MxScaleMode(ival % 4); }
 
 const char* opName(OpCode c);
 
