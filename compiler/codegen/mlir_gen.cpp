@@ -29,31 +29,18 @@
 // Rows past the end are clamped to the last row for loads (no out-of-bounds reads, no divergent
 // barriers) and masked for stores.
 
-#include "compiler/codegen/mlir_gen.h"
+#include "compiler/codegen/kernel_emitter.h"
 
 #include <map>
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/IR/Verifier.h"
 
 namespace mxfp6::codegen {
-namespace {
-
-using namespace mlir;
-using kir::Dtype;
-using kir::OpCode;
-
-constexpr unsigned kGlobalAddressSpace = 1;
-constexpr int64_t kMaxAccessBytes = 16;
+namespace detail {
 
 Type scalarType(MLIRContext* ctx, Dtype d) {
   switch (d) {
@@ -67,94 +54,6 @@ Type scalarType(MLIRContext* ctx, Dtype d) {
   }
   return {};
 }
-
-/// How a row vector of some length is spread over the threads of its row (see above).
-struct Layout {
-  int64_t perThread = 1;  // E >= 1: elements per thread and chunk
-  int64_t replicas = 1;   // E < 1: lanes that share one element (perThread is then 1)
-};
-
-/// A KIR value in registers: one MLIR value for a scalar, one vector per chunk for a row vector.
-struct RegValue {
-  Value scalar;
-  SmallVector<Value> chunks;
-  bool isVector() const { return !chunks.empty(); }
-};
-
-class KernelEmitter {
- public:
-  KernelEmitter(MLIRContext& ctx, const kir::Kernel& kernel, const TargetInfo& target)
-      : ctx_(ctx), k_(kernel), target_(target), b_(UnknownLoc::get(&ctx), &ctx) {}
-
-  OwningOpRef<ModuleOp> run(LaunchShape& shape);
-
- private:
-  Location loc(const kir::SourceLoc& l) {
-    return FileLineColLoc::get(&ctx_, l.file.empty() ? k_.sourceFile : l.file, l.line, l.col);
-  }
-  InFlightDiagnostic error(const kir::Op& op) { return emitError(loc(op.loc)); }
-
-  LogicalResult checkSchedule();
-  /// The layout of a vector of `length` elements; checkSchedule() proved it exists.
-  Layout layoutFor(int64_t length) const {
-    int64_t slots = chunks_ * threads_;
-    if (length % slots == 0) return {length / slots, 1};
-    return {1, slots / length};
-  }
-  Type chunkType(Dtype d, int64_t elements) { return VectorType::get({elements}, scalarType(&ctx_, d)); }
-  /// Index of the first element this thread holds in chunk c.
-  Value chunkElementBase(const Layout& l, int64_t c);
-  /// The same shape as `like` (scalar or vector) with element type `elem`.
-  Type sameShape(Value like, Type elem) {
-    if (auto vt = dyn_cast<VectorType>(like.getType())) return VectorType::get(vt.getShape(), elem);
-    return elem;
-  }
-
-  Value constI64(int64_t v) { return arith::ConstantIntOp::create(b_, v, 64); }
-  Value constI32(int64_t v) { return arith::ConstantIntOp::create(b_, v, 32); }
-  Value toI64(Value v);
-  /// A constant of type `ty` (scalar or vector) with every element `element`.
-  Value splat(Type ty, TypedAttr element) {
-    if (auto vt = dyn_cast<VectorType>(ty)) return arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, element));
-    return arith::ConstantOp::create(b_, element);
-  }
-  Value broadcast(Value scalar, Type vectorType) { return vector::BroadcastOp::create(b_, vectorType, scalar); }
-
-  void emitPrologue(gpu::GPUFuncOp func);
-  LogicalResult emitOp(const kir::Op& op, int id);
-  LogicalResult emitLoad(const kir::Op& op, int id);
-  LogicalResult emitStore(const kir::Op& op);
-  LogicalResult emitReduce(const kir::Op& op, int id);
-  LogicalResult emitElementwise(const kir::Op& op, int id);
-
-  /// Element offset Σ index_i * stride_i over the dims that are not the ':' slice.
-  Value scalarOffset(const kir::Op& op);
-  /// Alignment in bytes of every chunk access of `op` (slice accesses only).
-  int64_t chunkAlignment(const kir::Op& op);
-  Value elementPointer(int param, Dtype d, Value offset);
-
-  Value applyScalar(OpCode code, Dtype operandType, ArrayRef<Value> xs, Dtype resultType);
-  Value castValue(Value v, Dtype from, Dtype to);
-  Value sqrtValue(Value v);
-  Value expValue(Value v);
-  Value combine(OpCode reduce, Value a, Value c);
-  Value identityFor(OpCode reduce);
-
-  MLIRContext& ctx_;
-  const kir::Kernel& k_;
-  const TargetInfo& target_;
-  ImplicitLocOpBuilder b_;
-
-  int64_t rows_ = 1, threads_ = 1, vec_ = 1, warp_ = 32, warpsPerRow_ = 1, chunks_ = 1;
-  bool needsShared_ = false;
-  int reductionParity_ = 0;
-
-  std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
-  std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
-  Value sharedBuf_;
-  Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
-  std::vector<RegValue> values_;
-};
 
 LogicalResult KernelEmitter::checkSchedule() {
   rows_ = k_.rowsPerProgram;
@@ -188,15 +87,17 @@ LogicalResult KernelEmitter::checkSchedule() {
   for (const kir::Op& op : k_.ops) {
     if (op.code == OpCode::Store || !op.type.isVector()) continue;
     int64_t slots = chunks_ * threads_;
+    int64_t replicas = slots % op.type.length == 0 ? slots / op.type.length : 0;
     bool fits = op.type.length % slots == 0 ||
-                (slots % op.type.length == 0 && (slots / op.type.length) <= warp_ &&
-                 ((slots / op.type.length) & (slots / op.type.length - 1)) == 0);
+                (replicas > 0 && replicas <= warp_ && (replicas & (replicas - 1)) == 0 && threads_ % replicas == 0);
     if (!fits) {
       error(op) << "a row vector of " << op.type.length << " elements cannot be spread over " << chunks_
                 << " chunk(s) of " << threads_ << " threads (the longest vector has " << longest << ")";
       return failure();
     }
   }
+  for (const kir::Op& op : k_.ops)
+    if (failed(checkBuildingBlock(op))) return failure();
   for (const kir::Op& op : k_.ops) {
     bool reducesVector = (op.code == OpCode::ReduceSum || op.code == OpCode::ReduceMax ||
                           op.code == OpCode::ReduceMin);
@@ -248,8 +149,10 @@ int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
   const kir::Param& p = k_.params[op.param];
   int64_t bytes = kir::dtypeBytes(p.dtype);
   int64_t length = op.code == OpCode::Store ? k_.ops[op.value].type.length : op.type.length;
-  int64_t align = std::min<int64_t>(layoutFor(length).perThread * bytes, kMaxAccessBytes);
-  while (align & (align - 1)) align &= align - 1;  // 6-byte chunks are 2-byte aligned, etc.
+  int64_t chunkBytes = layoutFor(length).perThread * bytes;
+  // The largest power of two dividing the chunk size: 16-byte chunks are 16-byte aligned, the
+  // 6 bytes of 8 packed codes only 2-byte aligned.
+  int64_t align = std::min<int64_t>(chunkBytes & -chunkBytes, kMaxAccessBytes);
   // A chunk starts at base + Σ index_i*stride_i + a multiple of E. Constant strides that are not
   // multiples of E lower the guarantee; runtime strides are the launcher's to check against the
   // recorded pointer alignment.
@@ -582,6 +485,13 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
     case OpCode::Load: return emitLoad(op, id);
     case OpCode::Store: return emitStore(op);
     case OpCode::ReduceSum: case OpCode::ReduceMax: case OpCode::ReduceMin: return emitReduce(op, id);
+    case OpCode::Repeat: return emitRepeat(op, id);
+    case OpCode::GroupReduceSum: case OpCode::GroupReduceMax: case OpCode::GroupReduceMin:
+      return emitGroupReduce(op, id);
+    case OpCode::RotatePairs: return emitRotatePairs(op, id);
+    case OpCode::MxScale: return emitMxScale(op, id);
+    case OpCode::MxEncode: return emitMxEncode(op, id);
+    case OpCode::Pack6: return emitPack6(op, id);
     default: return emitElementwise(op, id);
   }
 }
@@ -653,7 +563,9 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   return module;
 }
 
-}  // namespace
+}  // namespace detail
+
+using namespace mlir;
 
 std::string entryName(const kir::Kernel& kernel) { return kernel.name; }
 
@@ -661,7 +573,7 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
                                    LaunchShape& shape) {
   context.loadDialect<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect, memref::MemRefDialect,
                       scf::SCFDialect, vector::VectorDialect>();
-  KernelEmitter emitter(context, kernel, target);
+  detail::KernelEmitter emitter(context, kernel, target);
   return emitter.run(shape);
 }
 

@@ -1,0 +1,131 @@
+// The row-schedule emitter behind generateMLIR (mlir_gen.cpp has the schedule's description).
+// Private to compiler/codegen: mlir_gen.cpp holds the core (prologue, loads, stores,
+// elementwise math, reductions); row_ops.cpp the row-vector building blocks (repeat, group
+// reductions, pair rotation); mx_ops.cpp the MXFP6 scale, encode and 6-bit packing.
+#pragma once
+
+#include <vector>
+
+#include "compiler/codegen/mlir_gen.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+
+namespace mxfp6::codegen::detail {
+
+using namespace mlir;
+using kir::Dtype;
+using kir::OpCode;
+
+constexpr unsigned kGlobalAddressSpace = 1;
+constexpr int64_t kMaxAccessBytes = 16;
+
+Type scalarType(MLIRContext* ctx, Dtype d);
+
+/// How a row vector of some length is spread over the threads of its row (see above).
+struct Layout {
+  int64_t perThread = 1;  // E >= 1: elements per thread and chunk
+  int64_t replicas = 1;   // E < 1: lanes that share one element (perThread is then 1)
+};
+
+/// A KIR value in registers: one MLIR value for a scalar, one vector per chunk for a row vector.
+struct RegValue {
+  Value scalar;
+  SmallVector<Value> chunks;
+  bool isVector() const { return !chunks.empty(); }
+};
+
+class KernelEmitter {
+ public:
+  KernelEmitter(MLIRContext& ctx, const kir::Kernel& kernel, const TargetInfo& target)
+      : ctx_(ctx), k_(kernel), target_(target), b_(UnknownLoc::get(&ctx), &ctx) {}
+
+  OwningOpRef<ModuleOp> run(LaunchShape& shape);
+
+ private:
+  Location loc(const kir::SourceLoc& l) {
+    return FileLineColLoc::get(&ctx_, l.file.empty() ? k_.sourceFile : l.file, l.line, l.col);
+  }
+  InFlightDiagnostic error(const kir::Op& op) { return emitError(loc(op.loc)); }
+
+  LogicalResult checkSchedule();
+  /// The layout of a vector of `length` elements; checkSchedule() proved it exists.
+  Layout layoutFor(int64_t length) const {
+    int64_t slots = chunks_ * threads_;
+    if (length % slots == 0) return {length / slots, 1};
+    return {1, slots / length};
+  }
+  Type chunkType(Dtype d, int64_t elements) { return VectorType::get({elements}, scalarType(&ctx_, d)); }
+  /// Index of the first element this thread holds in chunk c.
+  Value chunkElementBase(const Layout& l, int64_t c);
+  /// The same shape as `like` (scalar or vector) with element type `elem`.
+  Type sameShape(Value like, Type elem) {
+    if (auto vt = dyn_cast<VectorType>(like.getType())) return VectorType::get(vt.getShape(), elem);
+    return elem;
+  }
+
+  Value constI64(int64_t v) { return arith::ConstantIntOp::create(b_, v, 64); }
+  Value constI32(int64_t v) { return arith::ConstantIntOp::create(b_, v, 32); }
+  Value toI64(Value v);
+  /// A constant of type `ty` (scalar or vector) with every element `element`.
+  Value splat(Type ty, TypedAttr element) {
+    if (auto vt = dyn_cast<VectorType>(ty)) return arith::ConstantOp::create(b_, DenseElementsAttr::get(vt, element));
+    return arith::ConstantOp::create(b_, element);
+  }
+  Value broadcast(Value scalar, Type vectorType) { return vector::BroadcastOp::create(b_, vectorType, scalar); }
+
+  void emitPrologue(gpu::GPUFuncOp func);
+  LogicalResult emitOp(const kir::Op& op, int id);
+  LogicalResult emitLoad(const kir::Op& op, int id);
+  LogicalResult emitStore(const kir::Op& op);
+  LogicalResult emitReduce(const kir::Op& op, int id);
+  LogicalResult emitElementwise(const kir::Op& op, int id);
+  // row_ops.cpp
+  /// Whether the schedule can run `op` where it needs lanes to line up (located error if not).
+  LogicalResult checkBuildingBlock(const kir::Op& op);
+  LogicalResult emitRepeat(const kir::Op& op, int id);
+  LogicalResult emitGroupReduce(const kir::Op& op, int id);
+  LogicalResult emitRotatePairs(const kir::Op& op, int id);
+  /// Reduces each run of `group` elements of a chunk's vector (`perThread` elements, or one
+  /// replicated element) with `reduce`, shuffling across the `group / perThread` lanes that
+  /// share a run when it spans threads. Result: perThread/group elements, or one.
+  Value groupReduceChunk(OpCode reduce, Value chunk, int64_t perThread, int64_t group);
+  // mx_ops.cpp
+  LogicalResult emitMxScale(const kir::Op& op, int id);
+  LogicalResult emitMxEncode(const kir::Op& op, int id);
+  LogicalResult emitPack6(const kir::Op& op, int id);
+
+  /// Element offset Σ index_i * stride_i over the dims that are not the ':' slice.
+  Value scalarOffset(const kir::Op& op);
+  /// Alignment in bytes of every chunk access of `op` (slice accesses only).
+  int64_t chunkAlignment(const kir::Op& op);
+  Value elementPointer(int param, Dtype d, Value offset);
+
+  Value applyScalar(OpCode code, Dtype operandType, ArrayRef<Value> xs, Dtype resultType);
+  Value castValue(Value v, Dtype from, Dtype to);
+  Value sqrtValue(Value v);
+  Value expValue(Value v);
+  Value combine(OpCode reduce, Value a, Value c);
+  Value identityFor(OpCode reduce);
+
+  MLIRContext& ctx_;
+  const kir::Kernel& k_;
+  const TargetInfo& target_;
+  ImplicitLocOpBuilder b_;
+
+  int64_t rows_ = 1, threads_ = 1, vec_ = 1, warp_ = 32, warpsPerRow_ = 1, chunks_ = 1;
+  bool needsShared_ = false;
+  int reductionParity_ = 0;
+
+  std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
+  std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
+  Value sharedBuf_;
+  Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
+  std::vector<RegValue> values_;
+};
+
+
+}  // namespace mxfp6::codegen::detail
