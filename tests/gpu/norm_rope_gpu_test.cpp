@@ -1,0 +1,308 @@
+// QK RMSNorm + interleaved RoPE forward (whole-QKV and per-tensor) on the GPU against the fp64
+// interpreter running the same DSL kernels.
+//
+// Reference: compiler/interp at fp64 (fp64 shadows of q, k, y and the rstd outputs).
+// Metrics and bounds:
+//   rstd:     relative error <= 1e-5.
+//   q, k, y:  within 1 bf16 ulp of bf16(ref), except where the rotation cancels
+//             (y[2i] = c*n[2i] - s*n[2i+1]): there |gpu - ref| <= 0.5*ulp_bf16(ref) + 2^-20 *
+//             (|c*n[2i]| + |s*n[2i+1]|), n = x*rstd*w (DESIGN.md section 5's bound, terms = the
+//             addends of the last operation). Elements beyond 1 ulp are counted and reported.
+//   v:        bit-exact copy.
+//   Every output bit-identical across two launches; outputs poisoned (NaN) before each launch.
+// Both mixed_qkv layouts (Megatron per-head [T, H, 3, 128] and blocked [T, 3, H, 128]) are run;
+// the per-tensor kernel reads K as a strided slice of the Megatron buffer.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/float_formats.h"
+#include "compiler/interp/interpreter.h"
+#include "tests/gpu/gpu_harness.h"
+
+namespace mxfp6 {
+namespace {
+
+constexpr int64_t kDh = 128, kPairs = 64;
+
+struct Shape {
+  int64_t tokens, heads, positions, posDiv;
+};
+
+enum class Layout { Megatron, Blocked };
+
+/// Host data of one problem: mixed_qkv, weights and tables; the fp64 reference outputs.
+struct Problem {
+  Shape shape;
+  Layout layout;
+  std::vector<uint16_t> qkv, qWeight, kWeight;
+  std::vector<float> qCos, qSin, kCos, kSin;
+  int64_t tokenStride, partStride, headStride;  // the [T, 3, H, 128] view's strides
+};
+
+Problem makeProblem(const Shape& s, Layout layout, uint64_t seed) {
+  Problem p{s, layout};
+  std::mt19937_64 rng(seed);
+  int64_t n = s.tokens * 3 * s.heads * kDh;
+  p.qkv.resize(n);
+  // Per-row scales vary so rstd varies; values straddle zero so the rotation cancels sometimes.
+  std::uniform_real_distribution<float> spread(0.25f, 4.0f);
+  for (int64_t row = 0; row < 3 * s.tokens * s.heads; ++row)
+    gputest::fillNormalBf16(p.qkv, row * kDh, kDh, 0.0f, spread(rng), rng);
+  p.qWeight.resize(kDh);
+  p.kWeight.resize(kDh);
+  gputest::fillNormalBf16(p.qWeight, 0, kDh, 1.0f, 0.2f, rng);
+  gputest::fillNormalBf16(p.kWeight, 0, kDh, 1.0f, 0.2f, rng);
+  std::uniform_real_distribution<float> angle(-3.14159f, 3.14159f);
+  for (auto* table : {&p.qCos, &p.kCos}) table->resize(s.positions * kPairs);
+  for (auto* table : {&p.qSin, &p.kSin}) table->resize(s.positions * kPairs);
+  for (int64_t i = 0; i < s.positions * kPairs; ++i) {
+    float a = angle(rng), b = angle(rng);
+    p.qCos[i] = std::cos(a);
+    p.qSin[i] = std::sin(a);
+    p.kCos[i] = std::cos(b);
+    p.kSin[i] = std::sin(b);
+  }
+  int64_t H = s.heads;
+  p.tokenStride = 3 * H * kDh;
+  p.partStride = layout == Layout::Megatron ? kDh : H * kDh;
+  p.headStride = layout == Layout::Megatron ? 3 * kDh : kDh;
+  return p;
+}
+
+std::optional<frontend::Module> parseNormRope(std::string& error) {
+  frontend::DiagnosticEngine diags;
+  auto m = frontend::parseFile(gputest::sourceRoot() + "/kernels_dsl/norm_rope.mxk", diags);
+  if (!m) error = diags.render();
+  return m;
+}
+
+std::optional<kir::Kernel> instantiate(const frontend::Module& m, const std::string& name,
+                                       const std::map<std::string, int64_t>& config, std::string& error) {
+  frontend::DiagnosticEngine diags;
+  auto k = frontend::instantiate(m, name, config, diags);
+  if (!k) error = diags.render();
+  return k;
+}
+
+interp::TensorArg tensor(const void* data, kir::Dtype dtype, std::vector<int64_t> shape, int64_t extent) {
+  return {const_cast<void*>(data), dtype, std::move(shape), extent};
+}
+
+/// Pointers of one problem's buffers, on the host (interpreter) or the device.
+struct Buffers {
+  const void *qkv, *qWeight, *kWeight, *qCos, *qSin, *kCos, *kSin;
+  void *q, *k, *v, *qRstd, *kRstd;
+};
+
+std::vector<interp::Arg> qkvArgs(const Problem& p, const Buffers& b) {
+  const Shape& s = p.shape;
+  int64_t rows = s.tokens * s.heads, table = s.positions * kPairs;
+  return {tensor(b.qkv, kir::Dtype::BF16, {s.tokens, 3, s.heads, kDh}, int64_t(p.qkv.size())),
+          tensor(b.qWeight, kir::Dtype::BF16, {kDh}, kDh),
+          tensor(b.kWeight, kir::Dtype::BF16, {kDh}, kDh),
+          tensor(b.qCos, kir::Dtype::F32, {s.positions, kPairs}, table),
+          tensor(b.qSin, kir::Dtype::F32, {s.positions, kPairs}, table),
+          tensor(b.kCos, kir::Dtype::F32, {s.positions, kPairs}, table),
+          tensor(b.kSin, kir::Dtype::F32, {s.positions, kPairs}, table),
+          tensor(b.q, kir::Dtype::BF16, {s.tokens, s.heads, kDh}, rows * kDh),
+          tensor(b.k, kir::Dtype::BF16, {s.tokens, s.heads, kDh}, rows * kDh),
+          tensor(b.v, kir::Dtype::BF16, {s.tokens, s.heads, kDh}, rows * kDh),
+          tensor(b.qRstd, kir::Dtype::F32, {s.tokens, s.heads}, rows),
+          tensor(b.kRstd, kir::Dtype::F32, {s.tokens, s.heads}, rows),
+          p.tokenStride, p.partStride, p.headStride, s.posDiv, std::monostate{}};
+}
+
+/// Outputs of one run: q, k, v (bf16 bits) and the two rstd arrays.
+struct Outputs {
+  std::vector<uint16_t> q, k, v;
+  std::vector<float> qRstd, kRstd;
+  bool operator==(const Outputs& o) const {
+    return q == o.q && k == o.k && v == o.v &&
+           std::memcmp(qRstd.data(), o.qRstd.data(), qRstd.size() * 4) == 0 &&
+           std::memcmp(kRstd.data(), o.kRstd.data(), kRstd.size() * 4) == 0;
+  }
+};
+
+Outputs sized(const Shape& s) {
+  int64_t rows = s.tokens * s.heads;
+  Outputs o;
+  o.q.resize(rows * kDh);
+  o.k.resize(rows * kDh);
+  o.v.resize(rows * kDh);
+  o.qRstd.resize(rows);
+  o.kRstd.resize(rows);
+  return o;
+}
+
+std::vector<rt::LaunchArg> launchArgs(const kir::Kernel& kernel, const interp::BoundArgs& bound) {
+  std::vector<rt::LaunchArg> launch;
+  for (const kir::AbiArg& a : kernel.abi()) {
+    switch (a.kind) {
+      case kir::AbiKind::Pointer: launch.push_back(rt::LaunchArg::pointer(bound.tensors[a.param].data)); break;
+      case kir::AbiKind::I32: launch.push_back(rt::LaunchArg::i32(int32_t(bound.intScalars[a.param]))); break;
+      case kir::AbiKind::I64:
+        launch.push_back(rt::LaunchArg::i64(a.param >= 0 ? bound.intScalars[a.param] : bound.runtimeDims[a.runtimeDim]));
+        break;
+      case kir::AbiKind::F32: launch.push_back(rt::LaunchArg::f32(float(bound.floatScalars[a.param]))); break;
+    }
+  }
+  return launch;
+}
+
+/// Uploads a host vector; the buffer keeps the device memory alive.
+template <typename T>
+Expected<rt::DeviceBuffer> upload(rt::Device& dev, const std::vector<T>& host) {
+  ASSIGN_OR_RETURN(rt::DeviceBuffer buf, dev.allocate(host.size() * sizeof(T)));
+  RETURN_IF_ERROR(dev.copyToDevice(buf.data(), host.data(), host.size() * sizeof(T)));
+  return buf;
+}
+
+Expected<Outputs> runQkvOnGpu(rt::Device& dev, const rt::LoadedKernel& loaded, const kir::Kernel& kernel,
+                              const Problem& p) {
+  Outputs out = sized(p.shape);
+  size_t rowsBytes = out.q.size() * 2, statBytes = out.qRstd.size() * 4;
+  ASSIGN_OR_RETURN(rt::DeviceBuffer qkv, upload(dev, p.qkv));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer qw, upload(dev, p.qWeight));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer kw, upload(dev, p.kWeight));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer qc, upload(dev, p.qCos));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer qs, upload(dev, p.qSin));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer kc, upload(dev, p.kCos));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer ks, upload(dev, p.kSin));
+  std::vector<rt::DeviceBuffer> outs;
+  for (size_t bytes : {rowsBytes, rowsBytes, rowsBytes, statBytes, statBytes}) {
+    ASSIGN_OR_RETURN(rt::DeviceBuffer b, dev.allocate(bytes));
+    RETURN_IF_ERROR(dev.memset(b.data(), 0xFF, bytes));
+    outs.push_back(std::move(b));
+  }
+  Buffers b{qkv.data(), qw.data(), kw.data(), qc.data(), qs.data(), kc.data(), ks.data(),
+            outs[0].data(), outs[1].data(), outs[2].data(), outs[3].data(), outs[4].data()};
+  std::vector<interp::Arg> args = qkvArgs(p, b);
+  ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
+  RETURN_IF_ERROR(loaded.launchRows(p.shape.tokens * p.shape.heads, nullptr, launchArgs(kernel, bound)));
+  RETURN_IF_ERROR(dev.synchronize());
+  RETURN_IF_ERROR(dev.copyToHost(out.q.data(), outs[0].data(), rowsBytes));
+  RETURN_IF_ERROR(dev.copyToHost(out.k.data(), outs[1].data(), rowsBytes));
+  RETURN_IF_ERROR(dev.copyToHost(out.v.data(), outs[2].data(), rowsBytes));
+  RETURN_IF_ERROR(dev.copyToHost(out.qRstd.data(), outs[3].data(), statBytes));
+  RETURN_IF_ERROR(dev.copyToHost(out.kRstd.data(), outs[4].data(), statBytes));
+  return out;
+}
+
+struct Errors {
+  double rstdRel = 0, maxUlp = 0, maxBoundFraction = 0;
+  int64_t beyondOneUlp = 0, beyondBound = 0, vMismatches = 0, nonFinite = 0;
+};
+
+/// Compares one rotated output (q or k) against its fp64 shadow with the bound of the header.
+void compareRotated(const Problem& p, int part, const std::vector<uint16_t>& gpu, const std::vector<double>& ref,
+                    const std::vector<double>& rstd64, const std::vector<uint16_t>& weight,
+                    const std::vector<float>& cosTable, const std::vector<float>& sinTable, Errors& e) {
+  const Shape& s = p.shape;
+  for (int64_t t = 0; t < s.tokens; ++t) {
+    int64_t pos = (t / s.posDiv) % s.positions;
+    for (int64_t h = 0; h < s.heads; ++h) {
+      int64_t row = t * s.heads + h;
+      const uint16_t* x = &p.qkv[t * p.tokenStride + part * p.partStride + h * p.headStride];
+      for (int64_t j = 0; j < kDh; ++j) {
+        int64_t i = row * kDh + j;
+        double g = interp::bf16ToDouble(gpu[i]);
+        if (!std::isfinite(g)) { ++e.nonFinite; continue; }
+        double r = ref[i], rounded = interp::roundToBf16(r);
+        double ulps = std::fabs(g - rounded) / interp::ulpBf16(rounded);
+        e.maxUlp = std::max(e.maxUlp, ulps);
+        if (ulps <= 1.0) continue;
+        ++e.beyondOneUlp;
+        int64_t pair = j / 2, even = j - j % 2;
+        auto n = [&](int64_t jj) { return interp::bf16ToDouble(x[jj]) * rstd64[row] * interp::bf16ToDouble(weight[jj]); };
+        double c = cosTable[pos * kPairs + pair], sn = sinTable[pos * kPairs + pair];
+        double terms = std::fabs(c * n(j)) + std::fabs(sn * n(j % 2 ? even : even + 1));
+        double bound = 0.5 * interp::ulpBf16(r) + std::ldexp(terms, -20);
+        e.maxBoundFraction = std::max(e.maxBoundFraction, std::fabs(g - r) / bound);
+        if (std::fabs(g - r) > bound) ++e.beyondBound;
+      }
+    }
+  }
+}
+
+class NormRopeQkvGpu : public ::testing::TestWithParam<std::tuple<Shape, Layout>> {};
+
+TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
+  std::string whyNot;
+  rt::Device* dev = gputest::device(&whyNot);
+  if (!dev) GTEST_SKIP() << whyNot;
+  auto objects = gputest::findCodeObjects("norm_rope_qkv_fwd");
+  ASSERT_FALSE(objects.empty()) << "no norm_rope_qkv_fwd code objects in " << gputest::gpuKernelsDir();
+  std::string error;
+  auto module = parseNormRope(error);
+  ASSERT_TRUE(module) << error;
+  auto reference = instantiate(*module, "norm_rope_qkv_fwd", {}, error);
+  ASSERT_TRUE(reference) << error;
+
+  auto [shape, layout] = GetParam();
+  Problem p = makeProblem(shape, layout, 7 + shape.tokens + int(layout));
+  Outputs host = sized(shape);
+  int64_t rows = shape.tokens * shape.heads;
+  std::vector<double> q64(rows * kDh), k64(rows * kDh), qr64(rows), kr64(rows);
+  Buffers hb{p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
+             p.kSin.data(), host.q.data(), host.k.data(), host.v.data(), host.qRstd.data(), host.kRstd.data()};
+  interp::RunOptions opts;
+  opts.fp64Outputs = {{7, &q64}, {8, &k64}, {10, &qr64}, {11, &kr64}};
+  Status ran = interp::run(*reference, qkvArgs(p, hb), opts);
+  ASSERT_TRUE(ran.isOk()) << ran.message();
+
+  for (const gputest::CodeObject& obj : objects) {
+    SCOPED_TRACE(obj.path);
+    auto kernel = instantiate(*module, "norm_rope_qkv_fwd", obj.metadata.config, error);
+    ASSERT_TRUE(kernel) << error;
+    auto loaded = rt::loadKernel(*dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())), obj.metadata);
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+    auto first = runQkvOnGpu(*dev, **loaded, *kernel, p);
+    ASSERT_TRUE(first.isOk()) << first.status().message();
+    auto second = runQkvOnGpu(*dev, **loaded, *kernel, p);
+    ASSERT_TRUE(second.isOk()) << second.status().message();
+
+    Errors e;
+    compareRotated(p, 0, first->q, q64, qr64, p.qWeight, p.qCos, p.qSin, e);
+    compareRotated(p, 1, first->k, k64, kr64, p.kWeight, p.kCos, p.kSin, e);
+    for (int64_t r = 0; r < rows; ++r) {
+      e.rstdRel = std::max({e.rstdRel, std::fabs(first->qRstd[r] - qr64[r]) / qr64[r],
+                            std::fabs(first->kRstd[r] - kr64[r]) / kr64[r]});
+      int64_t t = r / shape.heads, h = r % shape.heads;
+      const uint16_t* v = &p.qkv[t * p.tokenStride + 2 * p.partStride + h * p.headStride];
+      e.vMismatches += std::memcmp(v, &first->v[r * kDh], kDh * 2) != 0;
+    }
+    bool identical = *first == *second;
+    std::string tag;
+    for (const auto& [key, value] : obj.metadata.config) tag += key + "=" + std::to_string(value) + " ";
+    std::printf("RESULT norm_rope_qkv_fwd %-8s %-24s T=%-6lld H=%-3lld S=%-4lld pos_div=%lld rstd_rel=%.3g "
+                "max_ulp=%.3g beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) v_mismatch_rows=%lld "
+                "nonfinite=%lld deterministic=%s\n",
+                layout == Layout::Megatron ? "megatron" : "blocked", tag.c_str(), (long long)shape.tokens,
+                (long long)shape.heads, (long long)shape.positions, (long long)shape.posDiv, e.rstdRel, e.maxUlp,
+                (long long)e.beyondOneUlp, e.maxBoundFraction, (long long)e.beyondBound, (long long)e.vMismatches,
+                (long long)e.nonFinite, identical ? "yes" : "NO");
+    EXPECT_EQ(e.nonFinite, 0);
+    EXPECT_LE(e.rstdRel, 1e-5);
+    EXPECT_EQ(e.beyondBound, 0);
+    EXPECT_EQ(e.vMismatches, 0);
+    EXPECT_TRUE(identical);
+  }
+}
+
+// 16384 tokens x 24 heads = 393216 QK rows (Flux double blocks at B=64, or single blocks at
+// B=32); a ragged small shape with a sequence-major position divisor.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, NormRopeQkvGpu,
+    ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
+                       ::testing::Values(Layout::Megatron, Layout::Blocked)),
+    [](const auto& info) {
+      return "T" + std::to_string(std::get<0>(info.param).tokens) +
+             (std::get<1>(info.param) == Layout::Megatron ? "_megatron" : "_blocked");
+    });
+
+}  // namespace
+}  // namespace mxfp6
