@@ -7,12 +7,14 @@
 #include "compiler/interp/interpreter.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <sstream>
 
 #include "compiler/interp/float_formats.h"
+#include "compiler/interp/mxfp6.h"
 
 namespace mxfp6::interp {
 namespace {
@@ -113,6 +115,13 @@ class Machine {
   Status execIntBinary(size_t i, IView a, IView b, int64_t* r, int64_t n);
   Status execCompare(size_t i);
   Status execReduce(size_t i);
+  Status validateRowBlock(size_t i);
+  Status execRepeat(size_t i);
+  Status execGroupReduce(size_t i);
+  Status execRotatePairs(size_t i);
+  Status execMxScale(size_t i);
+  Status execMxEncode(size_t i);
+  Status execPack6(size_t i);
   Status checkIntResult(size_t i);
 
   /// Resolves the element offsets of a Load/Store: `base` plus `j * step` for j < count, after
@@ -452,8 +461,114 @@ Status Machine::validateOp(size_t i) {
         return invalid(i, "integer reduction of a float vector");
       }
       return requireScalarResult();
+    case OpCode::Repeat:
+    case OpCode::GroupReduceSum:
+    case OpCode::GroupReduceMax:
+    case OpCode::GroupReduceMin:
+    case OpCode::RotatePairs:
+    case OpCode::MxScale:
+    case OpCode::MxEncode:
+    case OpCode::Pack6:
+      RETURN_IF_ERROR(checkArity(op.code == OpCode::RotatePairs ? 3
+                                 : op.code == OpCode::MxEncode  ? 2
+                                                                : 1));
+      return validateRowBlock(i);
   }
   return invalid(i, "unknown opcode " + std::to_string(static_cast<int>(op.code)));
+}
+
+// The row-vector building blocks change lengths, so each checks its own length rule (kir.h) on
+// top of the arity and operand ids checked by validateOp.
+Status Machine::validateRowBlock(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const char* name = kir::opName(op.code);
+  const int64_t len = op.type.length;
+  auto typeOf = [&](int id) { return k_.ops[id].type; };
+  auto fail = [&](const std::string& message) {
+    return invalid(i, std::string(name) + ": " + message);
+  };
+  // Every operand must be a row vector: the builtins are defined on vectors only.
+  for (size_t o = 0; o < op.operands.size(); ++o) {
+    if (!typeOf(op.operands[o]).isVector()) {
+      return fail("operand " + std::to_string(o) + " (value " + std::to_string(op.operands[o]) +
+                  ") is a scalar, not a row vector");
+    }
+  }
+  const kir::ValueType v = typeOf(op.operands[0]);
+  auto expectResult = [&](Dtype elem, int64_t expectedLen) -> Status {
+    if (op.type.elem != elem) {
+      return fail(std::string("result type ") + kir::dtypeName(op.type.elem) + " should be " +
+                  kir::dtypeName(elem));
+    }
+    if (len != expectedLen) {
+      return fail("result length " + std::to_string(len) + " should be " +
+                  std::to_string(expectedLen));
+    }
+    return Status::ok();
+  };
+  auto expectOperand = [&](size_t o, Dtype elem, int64_t expectedLen) -> Status {
+    const kir::ValueType t = typeOf(op.operands[o]);
+    if (t.elem != elem || t.length != expectedLen) {
+      return fail("operand " + std::to_string(o) + " is " + kir::typeName(t) + ", expected " +
+                  kir::typeName({elem, expectedLen}));
+    }
+    return Status::ok();
+  };
+  auto expectVariant = [&]() -> Status {
+    if (op.ival < 0 || op.ival / 4 > 1 || op.ival % 4 > 2) {
+      return fail("ival " + std::to_string(op.ival) + " is not an MX variant (format * 4 + mode)");
+    }
+    return Status::ok();
+  };
+
+  switch (op.code) {
+    case OpCode::Repeat: {
+      if (op.ival < 1) return fail("count " + std::to_string(op.ival) + " is not positive");
+      int64_t n = 0;
+      if (__builtin_mul_overflow(v.length, op.ival, &n)) return fail("result length overflows");
+      return expectResult(v.elem, n);
+    }
+    case OpCode::GroupReduceSum:
+    case OpCode::GroupReduceMax:
+    case OpCode::GroupReduceMin:
+      if (op.ival < 1) return fail("group size " + std::to_string(op.ival) + " is not positive");
+      if (v.length % op.ival != 0) {
+        return fail("operand length " + std::to_string(v.length) +
+                    " is not a multiple of the group size " + std::to_string(op.ival));
+      }
+      if (v.elem == Dtype::Bool) return fail("reduction of a bool vector");
+      return expectResult(v.elem, v.length / op.ival);
+    case OpCode::RotatePairs:
+      if (!kir::isFloat(v.elem)) return fail(std::string("operand type ") + kir::typeName(v) +
+                                             " is not a float vector");
+      if (v.length % 2 != 0) return fail("operand length " + std::to_string(v.length) + " is odd");
+      RETURN_IF_ERROR(expectOperand(1, v.elem, v.length / 2));
+      RETURN_IF_ERROR(expectOperand(2, v.elem, v.length / 2));
+      return expectResult(v.elem, v.length);
+    case OpCode::MxScale:
+      RETURN_IF_ERROR(expectVariant());
+      if (v.elem != Dtype::BF16 || v.length % mx::kBlockSize != 0) {
+        return fail("operand is " + kir::typeName(v) + ", expected a bf16 vector whose length "
+                    "is a multiple of 32");
+      }
+      return expectResult(Dtype::U8, v.length / mx::kBlockSize);
+    case OpCode::MxEncode:
+      RETURN_IF_ERROR(expectVariant());
+      if (v.elem != Dtype::BF16 || v.length % mx::kBlockSize != 0) {
+        return fail("operand 0 is " + kir::typeName(v) + ", expected a bf16 vector whose "
+                    "length is a multiple of 32");
+      }
+      RETURN_IF_ERROR(expectOperand(1, Dtype::U8, v.length / mx::kBlockSize));
+      return expectResult(Dtype::U8, v.length);
+    case OpCode::Pack6:
+      if (v.elem != Dtype::U8 || v.length % 4 != 0) {
+        return fail("operand is " + kir::typeName(v) + ", expected a u8 vector whose length is "
+                    "a multiple of 4");
+      }
+      return expectResult(Dtype::U8, v.length / 4 * 3);
+    default:
+      return fail("not a row-vector building block");
+  }
 }
 
 Status Machine::runRows() {
@@ -567,6 +682,20 @@ Status Machine::exec(size_t i) {
     case OpCode::ReduceMax:
     case OpCode::ReduceMin:
       return execReduce(i);
+    case OpCode::Repeat:
+      return execRepeat(i);
+    case OpCode::GroupReduceSum:
+    case OpCode::GroupReduceMax:
+    case OpCode::GroupReduceMin:
+      return execGroupReduce(i);
+    case OpCode::RotatePairs:
+      return execRotatePairs(i);
+    case OpCode::MxScale:
+      return execMxScale(i);
+    case OpCode::MxEncode:
+      return execMxEncode(i);
+    case OpCode::Pack6:
+      return execPack6(i);
   }
   return opError(i, "unknown opcode");
 }
@@ -961,6 +1090,165 @@ Status Machine::execReduce(size_t i) {
   }
   iptr(static_cast<int>(i))[0] = acc;
   return checkIntResult(i);
+}
+
+Status Machine::execRepeat(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int id = static_cast<int>(i), src = op.operands[0];
+  const int64_t n = slots_[i].count(), k = op.ival;
+  if (slots_[i].cls == Cls::Float) {
+    const double* a = fptr(src);
+    double* r = fptr(id);
+    for (int64_t j = 0; j < n; ++j) r[j] = a[j / k];
+  } else {
+    const int64_t* a = iptr(src);
+    int64_t* r = iptr(id);
+    for (int64_t j = 0; j < n; ++j) r[j] = a[j / k];
+  }
+  return Status::ok();
+}
+
+// Each group is reduced exactly as ReduceSum/Max/Min reduce a whole row: starting from its first
+// element, in ascending index order.
+Status Machine::execGroupReduce(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int id = static_cast<int>(i), src = op.operands[0];
+  const int64_t groups = slots_[i].count(), g = op.ival;
+  if (slots_[i].cls == Cls::Float) {
+    const double* a = fptr(src);
+    double* r = fptr(id);
+    for (int64_t q = 0; q < groups; ++q) {
+      const double* v = a + q * g;
+      double acc = v[0];
+      switch (op.code) {
+        case OpCode::GroupReduceSum:
+          for (int64_t j = 1; j < g; ++j) acc += v[j];
+          break;
+        case OpCode::GroupReduceMax:
+          for (int64_t j = 1; j < g; ++j) acc = nanMax(acc, v[j]);
+          break;
+        default:
+          for (int64_t j = 1; j < g; ++j) acc = nanMin(acc, v[j]);
+          break;
+      }
+      r[q] = acc;
+    }
+    return Status::ok();
+  }
+  const int64_t* a = iptr(src);
+  int64_t* r = iptr(id);
+  for (int64_t q = 0; q < groups; ++q) {
+    const int64_t* v = a + q * g;
+    int64_t acc = v[0];
+    for (int64_t j = 1; j < g; ++j) {
+      switch (op.code) {
+        case OpCode::GroupReduceSum:
+          if (__builtin_add_overflow(acc, v[j], &acc)) {
+            return opError(i, "int64 overflow in GroupReduceSum at element " +
+                                  std::to_string(q * g + j) + " (group " + std::to_string(q) +
+                                  ")");
+          }
+          break;
+        case OpCode::GroupReduceMax: acc = std::max(acc, v[j]); break;
+        default: acc = std::min(acc, v[j]); break;
+      }
+    }
+    r[q] = acc;
+  }
+  return checkIntResult(i);
+}
+
+// y[2p] = c*v0 - s*v1, y[2p+1] = s*v0 + c*v1: each product is rounded to fp64 on its own and then
+// added, never fused (separate statements keep the compiler from contracting them into an FMA).
+Status Machine::execRotatePairs(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const double* v = fptr(op.operands[0]);
+  const double* c = fptr(op.operands[1]);
+  const double* s = fptr(op.operands[2]);
+  double* r = fptr(static_cast<int>(i));
+  const int64_t pairs = slots_[i].count() / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const double v0 = v[2 * p], v1 = v[2 * p + 1];
+    const double cv0 = c[p] * v0;
+    const double sv1 = s[p] * v1;
+    const double sv0 = s[p] * v0;
+    const double cv1 = c[p] * v1;
+    r[2 * p] = cv0 - sv1;
+    r[2 * p + 1] = sv0 + cv1;
+  }
+  return Status::ok();
+}
+
+mx::ElementFormat elementFormatOf(int64_t variant) {
+  return kir::mxFormat(variant) == kir::MxFormat::E2M3 ? mx::ElementFormat::E2M3
+                                                        : mx::ElementFormat::E3M2;
+}
+
+mx::ScaleMode scaleModeOf(int64_t variant) {
+  switch (kir::mxScaleMode(variant)) {
+    case kir::MxScaleMode::Even: return mx::ScaleMode::Even;
+    case kir::MxScaleMode::Floor: return mx::ScaleMode::Floor;
+    default: return mx::ScaleMode::Rceil;
+  }
+}
+
+// The bf16 operand of MxScale/MxEncode holds exact fp64 values (a bf16(...) cast does not round
+// here); the GPU holds them rounded to bf16, so they are rounded once, to nearest even, and the
+// encoder works on those bits.
+Status Machine::execMxScale(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const double* v = fptr(op.operands[0]);
+  int64_t* r = iptr(static_cast<int>(i));
+  const mx::ElementFormat format = elementFormatOf(op.ival);
+  const mx::ScaleMode mode = scaleModeOf(op.ival);
+  uint16_t block[mx::kBlockSize];
+  uint8_t codes[mx::kBlockSize];
+  for (int64_t b = 0; b < slots_[i].count(); ++b) {
+    for (int e = 0; e < mx::kBlockSize; ++e) block[e] = doubleToBf16(v[b * mx::kBlockSize + e]);
+    r[b] = mx::encodeBlock(block, format, mode, codes);
+  }
+  return Status::ok();
+}
+
+Status Machine::execMxEncode(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const double* v = fptr(op.operands[0]);
+  const int64_t* scales = iptr(op.operands[1]);
+  int64_t* r = iptr(static_cast<int>(i));
+  const mx::ElementFormat format = elementFormatOf(op.ival);
+  const int64_t n = slots_[i].count();
+  for (int64_t b = 0; b < n / mx::kBlockSize; ++b) {
+    if (scales[b] < 0 || scales[b] > 255) {  // unreachable for validated u8 values; kept total
+      return opError(i, "scale " + std::to_string(scales[b]) + " (block " + std::to_string(b) +
+                            ") is not a byte");
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    r[j] = mx::encodeBf16Element(doubleToBf16(v[j]),
+                                 static_cast<uint8_t>(scales[j / mx::kBlockSize]), format);
+  }
+  return Status::ok();
+}
+
+Status Machine::execPack6(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int64_t* codes = iptr(op.operands[0]);
+  int64_t* r = iptr(static_cast<int>(i));
+  const int64_t quads = slots_[op.operands[0]].count() / 4;
+  for (int64_t q = 0; q < quads; ++q) {
+    const int64_t* c = codes + 4 * q;
+    for (int e = 0; e < 4; ++e) {
+      if (c[e] < 0 || c[e] > 63) {
+        return opError(i, "code " + std::to_string(c[e]) + " (element " +
+                              std::to_string(4 * q + e) + ") is not a 6-bit code");
+      }
+    }
+    const std::array<uint8_t, 3> bytes =
+        mx::pack4(static_cast<uint8_t>(c[0]), static_cast<uint8_t>(c[1]),
+                  static_cast<uint8_t>(c[2]), static_cast<uint8_t>(c[3]));
+    for (int e = 0; e < 3; ++e) r[3 * q + e] = bytes[e];
+  }
+  return Status::ok();
 }
 
 }  // namespace

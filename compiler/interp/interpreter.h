@@ -17,6 +17,25 @@
 //     a compiled kernel receives. Float constants in the KIR keep their fp64 value.
 //   - ReduceSum adds in fp64 (int64 for integer vectors) in ascending index order. ReduceMax/Min,
 //     Min/Max: a NaN operand gives NaN; among equal values the earlier one is kept.
+//   - Repeat(v, k): element j is v[j / k], copied exactly. GroupReduceSum/Max/Min(v, G) reduce
+//     each run v[g*G .. g*G+G) exactly like ReduceSum/Max/Min reduce a row: fp64 (int64, exact,
+//     overflow an error, for integer vectors) from the group's first element in ascending order;
+//     max/min propagate NaN and keep the earlier of equal values (so -0 vs +0 keeps the first).
+//   - RotatePairs: y[2i] = c_i*v[2i] - s_i*v[2i+1], y[2i+1] = s_i*v[2i] + c_i*v[2i+1] in fp64,
+//     each product rounded to fp64 and then added or subtracted (no FMA), no narrower rounding.
+//   - MxScale / MxEncode quantize the bf16 value the GPU holds: their bf16 operand's fp64 values
+//     (exact after a bf16 load, but NOT rounded by a bf16(...) cast, see above) are first rounded
+//     once to bf16, to nearest even (doubleToBf16: overflow gives +-inf, NaN stays NaN). On those
+//     bits they are mx::encodeBlock / mx::encodeBf16Element of compiler/interp/mxfp6.h
+//     (specs/mxfp6.md), with the format and scale mode of Op::ival: MxScale gives each
+//     32-element block's E8M0 byte (amax on the bf16 magnitude bits, 0xFF for a block holding a
+//     NaN or Inf), MxEncode each element's 6-bit code under its block's scale byte (sign|0x1F
+//     under 0xFF). Pack6 packs four codes into three bytes, LSB first (mx::pack4); a code outside
+//     0..63 is an error. Their results are u8 values held exactly, like every integer (0..255);
+//     a store of them into a u8 tensor writes the bytes.
+//   - Before the first row every op is validated (operand ids, kinds, and each op's length rule
+//     of kir.h, e.g. GroupReduce needs L % G == 0 and gives L/G); a violation is an
+//     "invalid KIR" error naming the op.
 //   - Div of floats is IEEE (x/0 = +-inf), Rem of floats is fmod, Rsqrt is 1/sqrt in fp64.
 //   - Every load/store checks each index against its dimension and the linear offset
 //     (sum of index * stride) against [0, extentElements): an out-of-range access is an error

@@ -143,6 +143,14 @@ class KirBuilder {
     op.operands = {vector};
     return push(op);
   }
+  /// An op whose result type is not that of an operand (the row-vector building blocks:
+  /// Repeat, GroupReduce*, RotatePairs, MxScale, MxEncode, Pack6), with its `ival`.
+  int vectorOp(OpCode code, std::vector<int> operands, kir::ValueType type, int64_t ival = 0) {
+    kir::Op op = make(code, type);
+    op.operands = std::move(operands);
+    op.ival = ival;
+    return push(op);
+  }
   void name(int value, const std::string& n) { k_.ops[value].name = n; }
 
   kir::Kernel& kernel() { return k_; }
