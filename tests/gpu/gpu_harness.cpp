@@ -1,5 +1,7 @@
 #include "tests/gpu/gpu_harness.h"
 
+#include "compiler/frontend/frontend.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +65,31 @@ rt::Device* device(std::string* whyNot) {
   }
   if (!dev && whyNot) *whyNot = error;
   return dev.get();
+}
+
+std::optional<kir::Kernel> instantiateDsl(const std::string& file, const std::string& kernel,
+                                          const std::map<std::string, int64_t>& config, std::string& error) {
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = frontend::parseFile(sourceRoot() + "/kernels_dsl/" + file, diags);
+  std::optional<kir::Kernel> k;
+  if (m) k = frontend::instantiate(*m, kernel, config, diags);
+  if (!k) error = diags.render();
+  return k;
+}
+
+std::vector<rt::LaunchArg> launchArgs(const kir::Kernel& kernel, const interp::BoundArgs& bound) {
+  std::vector<rt::LaunchArg> launch;
+  for (const kir::AbiArg& a : kernel.abi()) {
+    switch (a.kind) {
+      case kir::AbiKind::Pointer: launch.push_back(rt::LaunchArg::pointer(bound.tensors[a.param].data)); break;
+      case kir::AbiKind::I32: launch.push_back(rt::LaunchArg::i32(int32_t(bound.intScalars[a.param]))); break;
+      case kir::AbiKind::I64:
+        launch.push_back(rt::LaunchArg::i64(a.param >= 0 ? bound.intScalars[a.param] : bound.runtimeDims[a.runtimeDim]));
+        break;
+      case kir::AbiKind::F32: launch.push_back(rt::LaunchArg::f32(float(bound.floatScalars[a.param]))); break;
+    }
+  }
+  return launch;
 }
 
 uint16_t toBf16(float x) {

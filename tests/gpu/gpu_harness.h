@@ -3,11 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "compiler/frontend/kir.h"
+#include "compiler/interp/interpreter.h"
 #include "runtime/runtime.h"
 
 namespace mxfp6::gputest {
@@ -29,6 +33,15 @@ std::vector<CodeObject> findCodeObjects(const std::string& kernel);
 
 /// The process's device, or nullptr with `whyNot` set (no driver, no device).
 rt::Device* device(std::string* whyNot);
+
+/// Parses kernels_dsl/<file> and instantiates `kernel` at `config`; nullopt with the rendered
+/// diagnostics in `error` when either fails.
+std::optional<kir::Kernel> instantiateDsl(const std::string& file, const std::string& kernel,
+                                          const std::map<std::string, int64_t>& config, std::string& error);
+
+/// The launch arguments of `kernel` in its ABI order, filled from arguments bound by the
+/// interpreter's bindArguments (device pointers in the tensors, runtime sizes, scalars).
+std::vector<rt::LaunchArg> launchArgs(const kir::Kernel& kernel, const interp::BoundArgs& bound);
 
 /// bf16 bits of a float (round to nearest even).
 uint16_t toBf16(float x);

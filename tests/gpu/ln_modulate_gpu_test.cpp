@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "compiler/frontend/frontend.h"
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/gpu/gpu_harness.h"
@@ -45,15 +44,6 @@ struct HostProblem {
   std::vector<float> mean, rstd;
   std::vector<double> y64, mean64, rstd64;  // fp64 shadows
 };
-
-std::optional<kir::Kernel> loadKernel(const std::map<std::string, int64_t>& config, std::string& error) {
-  frontend::DiagnosticEngine diags;
-  std::optional<frontend::Module> m = frontend::parseFile(gputest::sourceRoot() + "/kernels_dsl/ln_modulate.mxk", diags);
-  if (!m) return error = diags.render(), std::nullopt;
-  std::optional<kir::Kernel> k = frontend::instantiate(*m, "ln_modulate_fwd", config, diags);
-  if (!k) error = diags.render();
-  return k;
-}
 
 interp::TensorArg tensor(void* data, kir::Dtype dtype, std::vector<int64_t> shape) {
   int64_t n = 1;
@@ -125,18 +115,7 @@ Expected<GpuOutputs> runOnGpu(rt::Device& dev, const rt::LoadedKernel& k, const 
   // The launch ABI comes from the kernel's own signature, filled from the bound arguments.
   std::vector<interp::Arg> args = argsFor(p, x.data(), scale.data(), shift.data(), y.data(), mean.data(), rstd.data());
   ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
-  std::vector<rt::LaunchArg> launch;
-  for (const kir::AbiArg& a : kernel.abi()) {
-    switch (a.kind) {
-      case kir::AbiKind::Pointer: launch.push_back(rt::LaunchArg::pointer(bound.tensors[a.param].data)); break;
-      case kir::AbiKind::I32: launch.push_back(rt::LaunchArg::i32(int32_t(bound.intScalars[a.param]))); break;
-      case kir::AbiKind::I64:
-        launch.push_back(rt::LaunchArg::i64(a.param >= 0 ? bound.intScalars[a.param] : bound.runtimeDims[a.runtimeDim]));
-        break;
-      case kir::AbiKind::F32: launch.push_back(rt::LaunchArg::f32(float(bound.floatScalars[a.param]))); break;
-    }
-  }
-  RETURN_IF_ERROR(k.launchRows(T, nullptr, launch));
+  RETURN_IF_ERROR(k.launchRows(T, nullptr, gputest::launchArgs(kernel, bound)));
   RETURN_IF_ERROR(dev.synchronize());
   GpuOutputs out;
   out.y.resize(T * kD);
@@ -200,14 +179,14 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
   ASSERT_FALSE(objects.empty()) << "no ln_modulate_fwd code objects in " << gputest::gpuKernelsDir();
 
   std::string error;
-  std::optional<kir::Kernel> reference = loadKernel({}, error);
+  std::optional<kir::Kernel> reference = gputest::instantiateDsl("ln_modulate.mxk", "ln_modulate_fwd", {}, error);
   ASSERT_TRUE(reference) << error;
   const Shape shape = GetParam();
   HostProblem p = makeProblem(shape, *reference, 20261130 + shape.tokens);
 
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
-    std::optional<kir::Kernel> kernel = loadKernel(obj.metadata.config, error);
+    std::optional<kir::Kernel> kernel = gputest::instantiateDsl("ln_modulate.mxk", "ln_modulate_fwd", obj.metadata.config, error);
     ASSERT_TRUE(kernel) << error;
     Expected<std::unique_ptr<rt::LoadedKernel>> loaded =
         rt::loadKernel(*dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())), obj.metadata);

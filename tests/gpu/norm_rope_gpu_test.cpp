@@ -18,7 +18,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "compiler/frontend/frontend.h"
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/gpu/gpu_harness.h"
@@ -73,21 +72,6 @@ Problem makeProblem(const Shape& s, Layout layout, uint64_t seed) {
   return p;
 }
 
-std::optional<frontend::Module> parseNormRope(std::string& error) {
-  frontend::DiagnosticEngine diags;
-  auto m = frontend::parseFile(gputest::sourceRoot() + "/kernels_dsl/norm_rope.mxk", diags);
-  if (!m) error = diags.render();
-  return m;
-}
-
-std::optional<kir::Kernel> instantiate(const frontend::Module& m, const std::string& name,
-                                       const std::map<std::string, int64_t>& config, std::string& error) {
-  frontend::DiagnosticEngine diags;
-  auto k = frontend::instantiate(m, name, config, diags);
-  if (!k) error = diags.render();
-  return k;
-}
-
 interp::TensorArg tensor(const void* data, kir::Dtype dtype, std::vector<int64_t> shape, int64_t extent) {
   return {const_cast<void*>(data), dtype, std::move(shape), extent};
 }
@@ -138,21 +122,6 @@ Outputs sized(const Shape& s) {
   return o;
 }
 
-std::vector<rt::LaunchArg> launchArgs(const kir::Kernel& kernel, const interp::BoundArgs& bound) {
-  std::vector<rt::LaunchArg> launch;
-  for (const kir::AbiArg& a : kernel.abi()) {
-    switch (a.kind) {
-      case kir::AbiKind::Pointer: launch.push_back(rt::LaunchArg::pointer(bound.tensors[a.param].data)); break;
-      case kir::AbiKind::I32: launch.push_back(rt::LaunchArg::i32(int32_t(bound.intScalars[a.param]))); break;
-      case kir::AbiKind::I64:
-        launch.push_back(rt::LaunchArg::i64(a.param >= 0 ? bound.intScalars[a.param] : bound.runtimeDims[a.runtimeDim]));
-        break;
-      case kir::AbiKind::F32: launch.push_back(rt::LaunchArg::f32(float(bound.floatScalars[a.param]))); break;
-    }
-  }
-  return launch;
-}
-
 /// Uploads a host vector; the buffer keeps the device memory alive.
 template <typename T>
 Expected<rt::DeviceBuffer> upload(rt::Device& dev, const std::vector<T>& host) {
@@ -182,7 +151,7 @@ Expected<Outputs> runQkvOnGpu(rt::Device& dev, const rt::LoadedKernel& loaded, c
             outs[0].data(), outs[1].data(), outs[2].data(), outs[3].data(), outs[4].data()};
   std::vector<interp::Arg> args = qkvArgs(p, b);
   ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
-  RETURN_IF_ERROR(loaded.launchRows(p.shape.tokens * p.shape.heads, nullptr, launchArgs(kernel, bound)));
+  RETURN_IF_ERROR(loaded.launchRows(p.shape.tokens * p.shape.heads, nullptr, gputest::launchArgs(kernel, bound)));
   RETURN_IF_ERROR(dev.synchronize());
   RETURN_IF_ERROR(dev.copyToHost(out.q.data(), outs[0].data(), rowsBytes));
   RETURN_IF_ERROR(dev.copyToHost(out.k.data(), outs[1].data(), rowsBytes));
@@ -237,9 +206,7 @@ TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
   auto objects = gputest::findCodeObjects("norm_rope_qkv_fwd");
   ASSERT_FALSE(objects.empty()) << "no norm_rope_qkv_fwd code objects in " << gputest::gpuKernelsDir();
   std::string error;
-  auto module = parseNormRope(error);
-  ASSERT_TRUE(module) << error;
-  auto reference = instantiate(*module, "norm_rope_qkv_fwd", {}, error);
+  auto reference = gputest::instantiateDsl("norm_rope.mxk", "norm_rope_qkv_fwd", {}, error);
   ASSERT_TRUE(reference) << error;
 
   auto [shape, layout] = GetParam();
@@ -256,7 +223,7 @@ TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
 
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
-    auto kernel = instantiate(*module, "norm_rope_qkv_fwd", obj.metadata.config, error);
+    auto kernel = gputest::instantiateDsl("norm_rope.mxk", "norm_rope_qkv_fwd", obj.metadata.config, error);
     ASSERT_TRUE(kernel) << error;
     auto loaded = rt::loadKernel(*dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())), obj.metadata);
     ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
