@@ -133,6 +133,18 @@ const char* opName(OpCode c) {
       return "MxEncode";
     case OpCode::Pack6:
       return "Pack6";
+    case OpCode::Splat:
+      return "Splat";
+    case OpCode::VarInit:
+      return "VarInit";
+    case OpCode::VarRead:
+      return "VarRead";
+    case OpCode::VarWrite:
+      return "VarWrite";
+    case OpCode::ForBegin:
+      return "ForBegin";
+    case OpCode::ForEnd:
+      return "ForEnd";
   }
   return "?";
 }

@@ -99,6 +99,18 @@ enum class OpCode {
                    //   the 6-bit code of each element under its block's scale.
   Pack6,           // operands[0] = codes (u8, length L, L % 4 == 0). Result u8, length 3L/4:
                    //   four codes per 3 bytes, LSB first: w = c0 | c1<<6 | c2<<12 | c3<<18.
+  Splat,           // operands[0] = a scalar. Result: a vector of `type.length` copies.
+  // Mutable variables and counted loops. Structured: each ForBegin has exactly one later ForEnd,
+  // the ops between them are its body, loops nest, and a value defined in a body is used only
+  // inside it (variables carry values out).
+  VarInit,         // operands[0] = the initial value. Declares a variable of type `type`, named
+                   //   by this op's id.
+  VarRead,         // ival = the VarInit's id. Result: the variable's current value.
+  VarWrite,        // ival = the VarInit's id; operands[0] = the new value (the variable's type).
+  ForBegin,        // operands: start, end, step (i64 scalars; step > 0). Result: the i64
+                   //   induction value start, start+step, ... while < end; zero trips if
+                   //   start >= end. Bounds are evaluated once, before the first trip.
+  ForEnd,          // ival = the matching ForBegin's id. No result.
 };
 
 /// MXFP6 element formats and scale modes, as DSL `variant` values and in Op::ival.
