@@ -4,6 +4,7 @@
 // reductions, pair rotation); mx_ops.cpp the MXFP6 scale, encode and 6-bit packing.
 #pragma once
 
+#include <map>
 #include <vector>
 
 #include "compiler/codegen/mlir_gen.h"
@@ -93,6 +94,12 @@ class KernelEmitter {
   /// replicated element) with `reduce`, shuffling across the `group / perThread` lanes that
   /// share a run when it spans threads. Result: perThread/group elements, or one.
   Value groupReduceChunk(OpCode reduce, Value chunk, int64_t perThread, int64_t group);
+  // control.cpp
+  LogicalResult emitVarInit(const kir::Op& op, int id);
+  LogicalResult emitVarRead(const kir::Op& op, int id);
+  LogicalResult emitVarWrite(const kir::Op& op);
+  LogicalResult emitForBegin(const kir::Op& op, int id);
+  LogicalResult emitForEnd();
   // mx_ops.cpp
   LogicalResult emitMxScale(const kir::Op& op, int id);
   LogicalResult emitMxEncode(const kir::Op& op, int id);
@@ -125,6 +132,9 @@ class KernelEmitter {
   Value sharedBuf_;
   Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
   std::vector<RegValue> values_;
+  Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
+  std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)
+  SmallVector<Operation*> openLoops_;        // scf.for ops whose ForEnd is still ahead
 };
 
 

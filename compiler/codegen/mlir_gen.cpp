@@ -98,12 +98,20 @@ LogicalResult KernelEmitter::checkSchedule() {
   }
   for (const kir::Op& op : k_.ops)
     if (failed(checkBuildingBlock(op))) return failure();
+  int loopDepth = 0;
   for (const kir::Op& op : k_.ops) {
+    loopDepth += op.code == OpCode::ForBegin ? 1 : op.code == OpCode::ForEnd ? -1 : 0;
     bool reducesVector = (op.code == OpCode::ReduceSum || op.code == OpCode::ReduceMax ||
                           op.code == OpCode::ReduceMin);
     if (reducesVector && warpsPerRow_ > 1) {
       if (op.type.elem != Dtype::F32) {
         error(op) << "reductions across warps are implemented for f32 only";
+        return failure();
+      }
+      // The reduction synchronizes the whole program; rows of one program may run different
+      // trip counts.
+      if (loopDepth > 0 && rows_ > 1) {
+        error(op) << "a reduction across warps inside a loop needs ROWS = 1 (ROWS = " << rows_ << ")";
         return failure();
       }
       needsShared_ = true;
@@ -492,6 +500,17 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
     case OpCode::MxScale: return emitMxScale(op, id);
     case OpCode::MxEncode: return emitMxEncode(op, id);
     case OpCode::Pack6: return emitPack6(op, id);
+    case OpCode::Splat: {
+      Layout l = layoutFor(op.type.length);
+      Type chunk = chunkType(op.type.elem, l.perThread);
+      for (int64_t c = 0; c < chunks_; ++c) out.chunks.push_back(broadcast(values_[op.operands[0]].scalar, chunk));
+      return success();
+    }
+    case OpCode::VarInit: return emitVarInit(op, id);
+    case OpCode::VarRead: return emitVarRead(op, id);
+    case OpCode::VarWrite: return emitVarWrite(op);
+    case OpCode::ForBegin: return emitForBegin(op, id);
+    case OpCode::ForEnd: return emitForEnd();
     default: return emitElementwise(op, id);
   }
 }
@@ -542,6 +561,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   }
 
   b_.setInsertionPointToStart(&entry);
+  entryBlock_ = &entry;
   emitPrologue(func);
   values_.assign(k_.ops.size(), RegValue());
   int64_t pointerAlignment = 1;

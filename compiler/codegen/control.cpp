@@ -1,0 +1,84 @@
+// Mutable variables and counted loops.
+//
+//   var x = init   ->  one llvm.alloca per chunk in the entry block (or one for a scalar),
+//                      stored at the declaration; reads and writes are loads and stores
+//   for i in a..b step c { body }  ->  scf.for %i = a to b step c : i64 { body }
+//
+// LLVM's SROA promotes the allocas back to registers (whole-value loads and stores of one type),
+// so the variables cost nothing, while the emitter stays a single forward walk over the ops.
+
+#include "compiler/codegen/kernel_emitter.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mxfp6::codegen::detail {
+namespace {
+
+/// Private memory: address space 5 on AMDGPU (its data layout puts allocas there), the generic
+/// space on NVPTX.
+unsigned privateAddressSpace(const TargetInfo& t) { return t.backend == Backend::ROCDL ? 5 : 0; }
+
+}  // namespace
+
+LogicalResult KernelEmitter::emitVarInit(const kir::Op& op, int id) {
+  const RegValue& init = values_[op.operands[0]];
+  SmallVector<Value> initial = init.isVector() ? init.chunks : SmallVector<Value>{init.scalar};
+  auto ptrType = LLVM::LLVMPointerType::get(&ctx_, privateAddressSpace(target_));
+  SmallVector<Value>& slots = varSlots_[id];
+  for (Value v : initial) {
+    Value slot;
+    {
+      OpBuilder::InsertionGuard guard(b_);
+      b_.setInsertionPointToStart(entryBlock_);
+      Value one = arith::ConstantIntOp::create(b_, 1, 32);
+      slot = LLVM::AllocaOp::create(b_, ptrType, v.getType(), one, 16);
+    }
+    LLVM::StoreOp::create(b_, v, slot);
+    slots.push_back(slot);
+  }
+  values_[id] = init;  // reading the declaration's own id is never needed, but keep it defined
+  return success();
+}
+
+LogicalResult KernelEmitter::emitVarRead(const kir::Op& op, int id) {
+  const SmallVector<Value>& slots = varSlots_.at(int(op.ival));
+  Type elem = scalarType(&ctx_, op.type.elem);
+  RegValue& out = values_[id];
+  if (!op.type.isVector()) {
+    out.scalar = LLVM::LoadOp::create(b_, elem, slots[0]);
+    return success();
+  }
+  Type chunk = chunkType(op.type.elem, layoutFor(op.type.length).perThread);
+  for (Value slot : slots) out.chunks.push_back(LLVM::LoadOp::create(b_, chunk, slot));
+  return success();
+}
+
+LogicalResult KernelEmitter::emitVarWrite(const kir::Op& op) {
+  const SmallVector<Value>& slots = varSlots_.at(int(op.ival));
+  const RegValue& v = values_[op.operands[0]];
+  if (!v.isVector()) {
+    LLVM::StoreOp::create(b_, v.scalar, slots[0]);
+    return success();
+  }
+  for (size_t c = 0; c < slots.size(); ++c) LLVM::StoreOp::create(b_, v.chunks[c], slots[c]);
+  return success();
+}
+
+LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
+  Value start = toI64(values_[op.operands[0]].scalar);
+  Value end = toI64(values_[op.operands[1]].scalar);
+  Value step = toI64(values_[op.operands[2]].scalar);
+  auto loop = scf::ForOp::create(b_, start, end, step);
+  openLoops_.push_back(loop);
+  values_[id].scalar = loop.getInductionVar();
+  b_.setInsertionPoint(loop.getBody()->getTerminator());
+  return success();
+}
+
+LogicalResult KernelEmitter::emitForEnd() {
+  Operation* loop = openLoops_.pop_back_val();
+  b_.setInsertionPointAfter(loop);
+  return success();
+}
+
+}  // namespace mxfp6::codegen::detail
