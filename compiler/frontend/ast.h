@@ -133,16 +133,33 @@ struct TunableDecl {
   }
 };
 
+struct NameDecl {
+  std::string name;
+  kir::SourceLoc loc;
+};
+
+/// variant: `FMT in {E2M3, E3M2} = E3M2`. Value names are checked by the module checks.
+struct VariantDecl {
+  std::string name;
+  kir::SourceLoc loc;
+  std::vector<NameDecl> values;
+  std::optional<NameDecl> defaultValue;
+  const std::string& effectiveDefault() const {
+    return defaultValue ? defaultValue->name : values.front().name;
+  }
+  /// "{E2M3, E3M2}", for messages.
+  std::string valuesText() const {
+    std::string s = "{";
+    for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + values[i].name;
+    return s + "}";
+  }
+};
+
 struct RequireDecl {
   ExprPtr condition;
   std::string text;     // the condition's source text
   std::string message;  // without quotes; may be empty
   kir::SourceLoc loc;   // the 'require' keyword
-};
-
-struct NameDecl {
-  std::string name;
-  kir::SourceLoc loc;
 };
 
 struct Stmt {
@@ -167,6 +184,7 @@ struct KernelDecl {
   std::vector<ParamDecl> params;
   std::vector<SpecDecl> specs;
   std::vector<TunableDecl> tunables;
+  std::vector<VariantDecl> variants;
   std::vector<RequireDecl> constraints;
   RowBlock row;
 };

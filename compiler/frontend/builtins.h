@@ -2,8 +2,11 @@
 // language has no user functions, so `mean(v)` and a tensor `mean[t]` never collide.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string_view>
+
+#include "compiler/frontend/frontend.h"
 
 namespace mxfp6::frontend {
 
@@ -23,10 +26,28 @@ enum class Builtin {
   Mean,
   MaxOf,
   MinOf,
-  Reserved,  // named in the language reference for later kernels, not yet lowered
+  Repeat,
+  GroupSum,
+  GroupMax,
+  GroupMin,
+  RotatePairs,
+  MxScale,
+  MxEncode,
+  Pack6,
 };
 
 std::optional<Builtin> findBuiltin(std::string_view name);
 int builtinArity(Builtin b);
+
+/// When argument `index` of `b` is a format or a scale mode (a value name or a variant naming
+/// one, never a value), the kind it takes; nullopt for an ordinary argument.
+std::optional<VariantKind> builtinValueArg(Builtin b, size_t index);
+
+/// "first", "second", "third" for argument 0, 1, 2 ("next" beyond), for messages.
+const char* argumentOrdinal(size_t index);
+
+/// "format" or "scale mode", and the names of that kind: "E2M3, E3M2".
+const char* variantKindName(VariantKind kind);
+const char* variantKindValues(VariantKind kind);
 
 }  // namespace mxfp6::frontend

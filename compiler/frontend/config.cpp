@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "compiler/frontend/module_impl.h"
+#include "compiler/frontend/symbols.h"
 
 namespace mxfp6::frontend {
 namespace {
@@ -117,18 +118,30 @@ std::optional<Bindings> bindConfig(const ast::KernelDecl& kernel,
     return std::any_of(kernel.specs.begin(), kernel.specs.end(),
                        [&](auto& s) { return s.name == key; }) ||
            std::any_of(kernel.tunables.begin(), kernel.tunables.end(),
-                       [&](auto& t) { return t.name == key; });
+                       [&](auto& t) { return t.name == key; }) ||
+           std::any_of(kernel.variants.begin(), kernel.variants.end(),
+                       [&](auto& v) { return v.name == key; });
   };
   for (const auto& [key, value] : overrides) {
     if (isKey(key)) continue;
     std::string valid;
     for (const ast::SpecDecl& s : kernel.specs) valid += (valid.empty() ? "" : ", ") + s.name;
     for (const ast::TunableDecl& t : kernel.tunables) valid += (valid.empty() ? "" : ", ") + t.name;
+    for (const ast::VariantDecl& v : kernel.variants) valid += (valid.empty() ? "" : ", ") + v.name;
     diags.error(kernel.loc,
                 "unknown configuration key '" + key + "' for kernel '" + kernel.name + "'; " +
                     (valid.empty() ? "it has no configuration keys" : "valid keys: " + valid));
     ok = false;
   }
+  // A value name given to a size or a tunable: say so rather than print its code.
+  auto isName = [&](const char* what, const std::string& name, const kir::SourceLoc& loc,
+                    int64_t value) {
+    auto named = decodeVariantNameCode(value);
+    if (named)
+      diags.error(loc, std::string(what) + " '" + name + "' takes an integer, not the name " +
+                           variantValueName(named->kind, named->value));
+    return named.has_value();
+  };
 
   Bindings bindings;
   for (const ast::SpecDecl& s : kernel.specs) {
@@ -137,6 +150,8 @@ std::optional<Bindings> bindConfig(const ast::KernelDecl& kernel,
     if (!value) {
       diags.error(s.loc, "specialized size '" + s.name +
                              "' has no value; give it a default or a configuration value");
+      ok = false;
+    } else if (isName("specialized size", s.name, s.loc, *value)) {
       ok = false;
     } else if (*value < 1) {
       diags.error(s.loc, "specialized size '" + s.name + "' must be at least 1, got " +
@@ -149,12 +164,37 @@ std::optional<Bindings> bindConfig(const ast::KernelDecl& kernel,
   for (const ast::TunableDecl& t : kernel.tunables) {
     auto given = overrides.find(t.name);
     int64_t value = given != overrides.end() ? given->second : t.effectiveDefault();
-    if (std::find(t.values.begin(), t.values.end(), value) == t.values.end()) {
+    if (isName("tunable", t.name, t.loc, value)) {
+      ok = false;
+    } else if (std::find(t.values.begin(), t.values.end(), value) == t.values.end()) {
       diags.error(t.loc, t.name + " = " + std::to_string(value) + " is not one of its candidates " +
                              t.candidatesText());
       ok = false;
     }
     bindings[t.name] = value;
+  }
+  for (const ast::VariantDecl& v : kernel.variants) {
+    VariantKind kind = variantKind(v);
+    std::string chosen = v.effectiveDefault();
+    auto given = overrides.find(v.name);
+    if (given != overrides.end()) {
+      // A name code from a configuration string, or the enum value of Kernel::config.
+      auto named = decodeVariantNameCode(given->second);
+      const char* name =
+          named ? (named->kind == kind ? variantValueName(kind, named->value) : nullptr)
+                : variantValueName(kind, given->second);
+      bool member = name && std::any_of(v.values.begin(), v.values.end(),
+                                        [&](auto& value) { return value.name == name; });
+      if (!member) {
+        std::string text =
+            named ? variantValueName(named->kind, named->value) : std::to_string(given->second);
+        diags.error(v.loc, v.name + " = " + text + " is not one of its values " + v.valuesText());
+        ok = false;
+        continue;
+      }
+      chosen = name;
+    }
+    bindings[v.name] = findVariantValue(chosen)->value;
   }
   if (!ok) return std::nullopt;
   return bindings;
@@ -191,28 +231,27 @@ bool checkConstraints(const ast::KernelDecl& kernel, const Bindings& bindings,
 
 std::vector<std::map<std::string, int64_t>> enumerateConfigs(
     const Module& module, const std::string& kernelName,
-    const std::map<std::string, int64_t>& sizes) {
+    const std::map<std::string, int64_t>& fixed) {
   const ast::KernelDecl* kernel = module.impl().findKernel(kernelName);
   if (!kernel) return {};
-  Bindings base;
-  for (const auto& [key, value] : sizes) {
-    bool isSpec = std::any_of(kernel->specs.begin(), kernel->specs.end(),
-                              [&](auto& s) { return s.name == key; });
-    if (!isSpec) return {};
+  for (const auto& [key, value] : fixed) {
+    bool isFixable = std::any_of(kernel->specs.begin(), kernel->specs.end(),
+                                 [&](auto& s) { return s.name == key; }) ||
+                     std::any_of(kernel->variants.begin(), kernel->variants.end(),
+                                 [&](auto& v) { return v.name == key; });
+    if (!isFixable) return {};
   }
-  for (const ast::SpecDecl& s : kernel->specs) {
-    auto given = sizes.find(s.name);
-    std::optional<int64_t> value = given != sizes.end() ? given->second : s.defaultValue;
-    if (!value || *value < 1) return {};
-    base[s.name] = *value;
-  }
+  // Sizes and variants as instantiate() binds them; the tunables are overwritten below.
+  DiagnosticEngine ignored;
+  std::optional<Bindings> base = bindConfig(*kernel, fixed, ignored);
+  if (!base) return {};
 
   // Walk the cross product like an odometer: the last tunable varies fastest.
   const std::vector<ast::TunableDecl>& tunables = kernel->tunables;
   std::vector<size_t> pick(tunables.size(), 0);
   std::vector<std::map<std::string, int64_t>> configs;
   while (true) {
-    Bindings b = base;
+    Bindings b = *base;
     for (size_t i = 0; i < tunables.size(); ++i) b[tunables[i].name] = tunables[i].values[pick[i]];
     if (allConstraintsHold(*kernel, b)) configs.push_back(std::move(b));
     size_t i = tunables.size();

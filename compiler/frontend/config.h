@@ -1,5 +1,5 @@
-// Binding a kernel's configuration (specialized sizes and tunables) and evaluating its
-// `require` constraints with integer semantics.
+// Binding a kernel's configuration (specialized sizes, tunables and variants) and evaluating
+// its `require` constraints with integer semantics.
 #pragma once
 
 #include <cstdint>
@@ -11,11 +11,14 @@
 
 namespace mxfp6::frontend {
 
-/// Every specialized size and tunable of a kernel, bound to its value.
+/// Every specialized size, tunable and variant of a kernel, bound to its value (a variant's is
+/// the KIR enum value of its name: kir::MxFormat or kir::MxScaleMode).
 using Bindings = std::map<std::string, int64_t>;
 
 /// Binds defaults overridden by `overrides`. Reports unknown keys (listing the valid ones),
-/// tunable values outside their candidate set, sizes without a value and sizes below 1.
+/// tunable values outside their candidate set, sizes without a value and sizes below 1, value
+/// names given to sizes or tunables, and variant values (name codes or enum values) that are
+/// not among the variant's names (listing them).
 std::optional<Bindings> bindConfig(const ast::KernelDecl& kernel,
                                    const std::map<std::string, int64_t>& overrides,
                                    DiagnosticEngine& diags);

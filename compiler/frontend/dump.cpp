@@ -80,6 +80,19 @@ std::string abiKindName(kir::AbiKind kind) {
   return "?";
 }
 
+/// "e2m3", "rceil": the format and scale mode of an MX op's ival, lower case like types.
+std::string lowerName(const char* name) {
+  std::string s = name ? name : "?";
+  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+std::string mxFormatName(int64_t ival) {
+  return lowerName(variantValueName(VariantKind::Format, int64_t(kir::mxFormat(ival))));
+}
+std::string mxModeName(int64_t ival) {
+  return lowerName(variantValueName(VariantKind::ScaleMode, int64_t(kir::mxScaleMode(ival))));
+}
+
 std::string valueRef(int id) { return id < 0 ? ":" : "%" + std::to_string(id); }
 
 std::string formatOp(const kir::Kernel& k, const kir::Op& op) {
@@ -120,6 +133,21 @@ std::string formatOp(const kir::Kernel& k, const kir::Op& op) {
     case OpCode::Store:
       s = type + access() + ", " + valueRef(op.value);
       break;
+    case OpCode::Repeat:
+      s = type + " " + join(op.operands, valueRef) + " x" + std::to_string(op.ival);
+      break;
+    case OpCode::GroupReduceSum:
+    case OpCode::GroupReduceMax:
+    case OpCode::GroupReduceMin:
+      s = type + " " + join(op.operands, valueRef) + " group " + std::to_string(op.ival);
+      break;
+    case OpCode::MxScale:
+      s = type + " " + join(op.operands, valueRef) + " " + mxFormatName(op.ival) + " " +
+          mxModeName(op.ival);
+      break;
+    case OpCode::MxEncode:  // the mode does not take part in encoding
+      s = type + " " + join(op.operands, valueRef) + " " + mxFormatName(op.ival);
+      break;
     default:
       s = type + " " + join(op.operands, valueRef);
       break;
@@ -140,6 +168,9 @@ std::string dumpAst(const Module& module) {
     for (const ast::TunableDecl& t : k.tunables)
       out += "  tune " + t.name + " in " + t.candidatesText() +
              (t.defaultValue ? " = " + std::to_string(*t.defaultValue) : "") + "\n";
+    for (const ast::VariantDecl& v : k.variants)
+      out += "  variant " + v.name + " in " + v.valuesText() +
+             (v.defaultValue ? " = " + v.defaultValue->name : "") + "\n";
     for (const ast::RequireDecl& r : k.constraints)
       out += "  require " + formatExpr(*r.condition) +
              (r.message.empty() ? "" : " : \"" + r.message + "\"") + "\n";

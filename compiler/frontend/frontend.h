@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/frontend/kir.h"
@@ -56,6 +57,30 @@ struct ConstraintInfo {
   kir::SourceLoc loc;
 };
 
+/// What a variant chooses among: MX element formats (kir::MxFormat) or scale modes
+/// (kir::MxScaleMode).
+enum class VariantKind { Format, ScaleMode };
+
+/// A `variant` clause entry: a compile-time choice among value names, never tuned. Its
+/// configuration value (in instantiate()'s config, enumerateConfigs()'s results and
+/// kir::Kernel::config) is the KIR enum value of the chosen name.
+struct VariantInfo {
+  std::string name;
+  VariantKind kind = VariantKind::Format;
+  std::vector<std::string> values;  // value names, declaration order
+  std::string defaultValue;         // the declared default, else the first value
+};
+
+/// A value name of the language: E2M3 and E3M2 (formats), RCEIL, EVEN and FLOOR (scale modes).
+/// The names are global: every variant and every format or mode argument uses them.
+struct VariantValue {
+  VariantKind kind;
+  int64_t value;  // kir::MxFormat or kir::MxScaleMode, as an integer
+};
+std::optional<VariantValue> findVariantValue(std::string_view name);
+/// The name of a format or mode value ("E3M2"); nullptr when `value` names none of `kind`.
+const char* variantValueName(VariantKind kind, int64_t value);
+
 /// What `mxfp6c list` prints and the autotuner enumerates.
 struct KernelInfo {
   std::string name;
@@ -63,6 +88,7 @@ struct KernelInfo {
   std::vector<kir::Param> params;  // dims as written, before specialization
   std::vector<SpecializeInfo> specializations;
   std::vector<TunableInfo> tunables;
+  std::vector<VariantInfo> variants;
   std::vector<ConstraintInfo> constraints;
 };
 
@@ -93,23 +119,42 @@ std::optional<Module> parseSource(const std::string& file, const std::string& te
 /// Reads and parses a file; an unreadable file is a diagnostic, not an exception.
 std::optional<Module> parseFile(const std::string& path, DiagnosticEngine& diags);
 
-/// Binds every specialized size and tunable (defaults, overridden by `config`), checks the
-/// overrides (unknown key -> error listing the valid keys; tunable value outside its candidate
-/// set -> error listing the set; missing specialized size without default -> error), evaluates
-/// every `require` (violated -> error quoting the constraint and its message), then type-checks
-/// the body at those sizes and lowers it to KIR.
+/// Binds every specialized size, tunable and variant (defaults, overridden by `config`), checks
+/// the overrides (unknown key -> error listing the valid keys; tunable value outside its
+/// candidate set -> error listing the set; missing specialized size without default -> error;
+/// variant value not among its names -> error listing them), evaluates every `require`
+/// (violated -> error quoting the constraint and its message), then type-checks the body at
+/// those sizes and lowers it to KIR. A variant's value in `config` is either the KIR enum value
+/// of one of its names (what kir::Kernel::config and launch metadata carry, so a kernel's
+/// config instantiates it again) or a name code from parseConfigString().
 std::optional<kir::Kernel> instantiate(const Module& module, const std::string& kernel,
                                        const std::map<std::string, int64_t>& config,
                                        DiagnosticEngine& diags);
 
-/// Every configuration of the tunables' cross product that satisfies all constraints, with the
-/// specialized sizes given in `sizes` (declaration order of tunables, first value varying slowest).
+/// Every configuration of the tunables' cross product that satisfies all constraints
+/// (declaration order of tunables, first value varying slowest). `fixed` binds specialized
+/// sizes and variants (values as in instantiate()); a variant not in `fixed` keeps its default,
+/// so variants never multiply the configurations. Empty when `fixed` has another key or a value
+/// that does not bind, or a size has no value.
 std::vector<std::map<std::string, int64_t>> enumerateConfigs(
-    const Module& module, const std::string& kernel, const std::map<std::string, int64_t>& sizes);
+    const Module& module, const std::string& kernel, const std::map<std::string, int64_t>& fixed);
 
-/// Parses "K=V,K=V" into a map; malformed text -> nullopt and `error` set.
+/// Parses "K=V,K=V" into a map; malformed text -> nullopt and `error` set. V is an integer, or
+/// a value name (E2M3, E3M2, RCEIL, EVEN, FLOOR) for a variant: `FMT=E3M2`. A name is stored as
+/// variantNameCode() of its kind and value, a code outside every integer a size or tunable
+/// takes in practice, which instantiate() and enumerateConfigs() accept only for a variant
+/// having that name among its values (so `MODE=E3M2` is an error, not EVEN) and reject, naming
+/// it, for a size or tunable. Any other identifier is an error naming the value names.
 std::optional<std::map<std::string, int64_t>> parseConfigString(const std::string& text,
                                                                 std::string& error);
+
+/// The configuration code of a value name: kVariantNameTag | kind << 8 | value.
+inline constexpr int64_t kVariantNameTag = int64_t{0x4d58564e} << 32;  // "MXVN"
+inline int64_t variantNameCode(VariantValue v) {
+  return kVariantNameTag | (int64_t(v.kind) << 8) | v.value;
+}
+/// The value name a configuration code stands for; nullopt for any other integer.
+std::optional<VariantValue> decodeVariantNameCode(int64_t code);
 
 }  // namespace mxfp6::frontend
 

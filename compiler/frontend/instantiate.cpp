@@ -21,6 +21,13 @@
 //    sum/max_of/min_of/mean reduce a vector to a scalar; mean(v) = sum(v) / length.
 //  - Strides are element counts in i64: row-major by default (a product of the inner sizes),
 //    else as given by `strides(...)`.
+//  - Row-vector building blocks take row vectors (never scalars): repeat(v, k) any float or
+//    integer vector, k*L long; group_sum/max/min(v, G) f32, i32 or i64 vectors, L/G long, G
+//    dividing L; k and G are positive integer literals, specialized sizes or tunables.
+//    rotate_pairs(v, c, s): f32 vectors of lengths 2P, P, P. mx_scale(v, FMT, MODE) and
+//    mx_encode(v, scales, FMT): v bf16 of a length L that is a multiple of 32, scales u8 of
+//    length L/32; they give u8 of lengths L/32 and L. pack6(codes): u8 of a length that is a
+//    multiple of 4, giving 3L/4. FMT and MODE are variants or value names (symbols.h).
 #include <cfloat>
 #include <cmath>
 
@@ -225,6 +232,8 @@ class Lowerer {
         op.ival = bindings_.at(name);
         op.loc = decl_.tunables[s->index].loc;
         break;
+      case SymbolKind::Variant:
+        return error(useLoc, "variant '" + name + "' is not a value");
     }
     return values_[name] = emit(std::move(op));
   }
@@ -393,7 +402,6 @@ class Lowerer {
   std::optional<Value> lowerCall(const Expr& e) {
     auto builtin = findBuiltin(e.name);
     if (!builtin) return error(e.loc, "unknown function '" + e.name + "'");
-    if (*builtin == Builtin::Reserved) return error(e.loc, "'" + e.name + "' is not yet supported");
     size_t arity = builtinArity(*builtin);
     if (e.operands.size() != arity)
       return error(e.loc, e.name + " takes " + std::to_string(arity) +
@@ -435,8 +443,22 @@ class Lowerer {
         return lowerReduction(e, OpCode::ReduceMin);
       case Builtin::Mean:
         return lowerReduction(e, OpCode::ReduceSum, /*isMean=*/true);
-      case Builtin::Reserved:
-        break;
+      case Builtin::Repeat:
+        return lowerRepeat(e);
+      case Builtin::GroupSum:
+        return lowerGroupReduction(e, OpCode::GroupReduceSum);
+      case Builtin::GroupMax:
+        return lowerGroupReduction(e, OpCode::GroupReduceMax);
+      case Builtin::GroupMin:
+        return lowerGroupReduction(e, OpCode::GroupReduceMin);
+      case Builtin::RotatePairs:
+        return lowerRotatePairs(e);
+      case Builtin::MxScale:
+        return lowerMxScale(e);
+      case Builtin::MxEncode:
+        return lowerMxEncode(e);
+      case Builtin::Pack6:
+        return lowerPack6(e);
     }
     return std::nullopt;
   }
@@ -481,6 +503,159 @@ class Lowerer {
     count.loc = e.loc;
     Value n = emit(std::move(count));
     return emitOp(OpCode::Div, scalar, {reduced.id, n.id}, e.loc);
+  }
+
+  // ---- row-vector building blocks ----
+
+  /// Argument `index` of `call`, which must be a row vector.
+  std::optional<Value> vectorArg(const Expr& call, size_t index) {
+    const Expr& arg = *call.operands[index];
+    auto v = lowerExpr(arg);
+    if (!v) return std::nullopt;
+    if (!v->type.isVector())
+      return error(arg.loc, call.name + " takes a row vector as its " + argumentOrdinal(index) +
+                                " argument, got a scalar " + kir::typeName(v->type));
+    return v;
+  }
+
+  /// Argument `index` of `call`, a row vector of element type `elem` (bf16 or u8) whose
+  /// length is a multiple of `multiple`.
+  std::optional<Value> storageVectorArg(const Expr& call, size_t index, Dtype elem,
+                                        int64_t multiple) {
+    auto v = vectorArg(call, index);
+    if (!v) return std::nullopt;
+    const SourceLoc& loc = call.operands[index]->loc;
+    if (v->type.elem != elem) {
+      std::string convert = elem == Dtype::BF16 ? "; convert with bf16(...)" : "";
+      return error(loc, call.name + " takes a " + kir::dtypeName(elem) + " vector as its " +
+                            argumentOrdinal(index) + " argument, got " + kir::typeName(v->type) +
+                            convert);
+    }
+    if (v->type.length % multiple != 0)
+      return error(loc, call.name + " takes a vector whose length is a multiple of " +
+                            std::to_string(multiple) + ", got " + kir::typeName(v->type));
+    return v;
+  }
+
+  /// The count of repeat or the group size of a group reduction: a positive integer literal,
+  /// specialized size or tunable, known at this configuration.
+  std::optional<int64_t> countArg(const Expr& call, size_t index) {
+    const Expr& arg = *call.operands[index];
+    std::string what = std::string("the ") + argumentOrdinal(index) + " argument of " + call.name;
+    std::optional<int64_t> value;
+    if (auto lit = literalOf(arg); lit && !lit->isFloat) {
+      value = lit->intValue;
+    } else if (arg.kind == ExprKind::Name) {
+      const Symbol* s = symbols_.find(arg.name);
+      if (s && (s->kind == SymbolKind::SpecializedDim || s->kind == SymbolKind::Tunable))
+        value = bindings_.at(arg.name);
+    }
+    if (!value)
+      return error(arg.loc, what +
+                                " must be a positive integer constant: a literal, a "
+                                "specialized size or a tunable");
+    if (*value < 1)
+      return error(arg.loc, what + " must be at least 1, got " + std::to_string(*value));
+    return value;
+  }
+
+  /// repeat(v, k): element j of the result is v[j / k].
+  std::optional<Value> lowerRepeat(const Expr& e) {
+    auto v = vectorArg(e, 0);
+    if (!v) return std::nullopt;
+    if (v->type.elem == Dtype::Bool)
+      return error(e.operands[0]->loc,
+                   "repeat takes a float or integer vector, got " + kir::typeName(v->type));
+    auto k = countArg(e, 1);
+    if (!k) return std::nullopt;
+    int64_t length = 0;
+    if (__builtin_mul_overflow(v->type.length, *k, &length))
+      return error(e.loc, "repeat gives a vector of more than 2^63 elements");
+    Value r = emitOp(OpCode::Repeat, {v->type.elem, length}, {v->id}, e.loc);
+    kernel_.ops[r.id].ival = *k;
+    return r;
+  }
+
+  /// group_sum/max/min(v, G): one result per run of G elements.
+  std::optional<Value> lowerGroupReduction(const Expr& e, OpCode code) {
+    auto v = vectorArg(e, 0);
+    if (!v || !checkOperand(*v, OperandRule::Arithmetic, e.name, e.operands[0]->loc))
+      return std::nullopt;
+    auto g = countArg(e, 1);
+    if (!g) return std::nullopt;
+    if (v->type.length % *g != 0)
+      return error(e.operands[1]->loc, "group size " + std::to_string(*g) +
+                                           " does not divide the length of " +
+                                           kir::typeName(v->type));
+    Value r = emitOp(code, {v->type.elem, v->type.length / *g}, {v->id}, e.loc);
+    kernel_.ops[r.id].ival = *g;
+    return r;
+  }
+
+  /// rotate_pairs(v, c, s): v of length 2P rotated pair by pair by c and s of length P.
+  std::optional<Value> lowerRotatePairs(const Expr& e) {
+    std::vector<Value> args;
+    for (size_t i = 0; i < 3; ++i) {
+      auto v = vectorArg(e, i);
+      const SourceLoc& loc = e.operands[i]->loc;
+      if (!v || !checkOperand(*v, OperandRule::Arithmetic, e.name, loc)) return std::nullopt;
+      if (!kir::isFloat(v->type.elem))
+        return error(loc, "rotate_pairs takes float vectors, got " + kir::typeName(v->type) +
+                              " as its " + argumentOrdinal(i) + " argument");
+      args.push_back(*v);
+    }
+    // Every float type but f32 is a storage type, so the three agree once checked.
+    const Value &v = args[0], &c = args[1], &s = args[2];
+    if (v.type.length % 2 != 0 || c.type.length * 2 != v.type.length ||
+        s.type.length * 2 != v.type.length)
+      return error(e.loc, "rotate_pairs takes v of length 2P and c, s of length P, got " +
+                              kir::typeName(v.type) + ", " + kir::typeName(c.type) + ", " +
+                              kir::typeName(s.type));
+    return emitOp(OpCode::RotatePairs, v.type, {v.id, c.id, s.id}, e.loc);
+  }
+
+  /// A format or scale-mode argument: the value of a variant at this configuration, or a name.
+  std::optional<int64_t> valueArg(const Expr& call, size_t index, VariantKind want) {
+    std::string message;
+    auto arg = resolveValueArg(call, index, want, decl_, symbols_, message);
+    if (!arg) return error(call.operands[index]->loc, message);
+    if (arg->variant < 0) return arg->value;
+    return bindings_.at(decl_.variants[arg->variant].name);
+  }
+
+  std::optional<Value> lowerMxScale(const Expr& e) {
+    auto v = storageVectorArg(e, 0, Dtype::BF16, 32);
+    if (!v) return std::nullopt;
+    auto format = valueArg(e, 1, VariantKind::Format);
+    auto mode = format ? valueArg(e, 2, VariantKind::ScaleMode) : std::nullopt;
+    if (!mode) return std::nullopt;
+    Value r = emitOp(OpCode::MxScale, {Dtype::U8, v->type.length / 32}, {v->id}, e.loc);
+    kernel_.ops[r.id].ival = kir::mxVariant(kir::MxFormat(*format), kir::MxScaleMode(*mode));
+    return r;
+  }
+
+  std::optional<Value> lowerMxEncode(const Expr& e) {
+    auto v = storageVectorArg(e, 0, Dtype::BF16, 32);
+    if (!v) return std::nullopt;
+    auto scales = storageVectorArg(e, 1, Dtype::U8, 1);
+    if (!scales) return std::nullopt;
+    if (scales->type.length * 32 != v->type.length)
+      return error(
+          e.operands[1]->loc,
+          "mx_encode takes one scale per 32 elements: " + std::to_string(v->type.length / 32) +
+              " for " + kir::typeName(v->type) + ", got " + kir::typeName(scales->type));
+    auto format = valueArg(e, 2, VariantKind::Format);
+    if (!format) return std::nullopt;
+    Value r = emitOp(OpCode::MxEncode, {Dtype::U8, v->type.length}, {v->id, scales->id}, e.loc);
+    // The scale mode only chooses scales, which mx_encode is given.
+    kernel_.ops[r.id].ival = kir::mxVariant(kir::MxFormat(*format), kir::MxScaleMode::Rceil);
+    return r;
+  }
+
+  std::optional<Value> lowerPack6(const Expr& e) {
+    auto codes = storageVectorArg(e, 0, Dtype::U8, 4);
+    if (!codes) return std::nullopt;
+    return emitOp(OpCode::Pack6, {Dtype::U8, codes->type.length / 4 * 3}, {codes->id}, e.loc);
   }
 
   // ---- tensor accesses ----

@@ -19,6 +19,7 @@ std::optional<TokenKind> keyword(std::string_view s) {
       {"specialize", TokenKind::KwSpecialize},
       {"tune", TokenKind::KwTune},
       {"require", TokenKind::KwRequire},
+      {"variant", TokenKind::KwVariant},
       {"strides", TokenKind::KwStrides},
       {"tile", TokenKind::KwTile},
   };
@@ -211,6 +212,8 @@ std::string tokenKindName(TokenKind kind) {
       return "'tune'";
     case TokenKind::KwRequire:
       return "'require'";
+    case TokenKind::KwVariant:
+      return "'variant'";
     case TokenKind::KwStrides:
       return "'strides'";
     case TokenKind::KwTile:

@@ -26,6 +26,7 @@ enum class TokenKind {
   KwSpecialize,
   KwTune,
   KwRequire,
+  KwVariant,
   KwStrides,
   KwTile,
   LParen,

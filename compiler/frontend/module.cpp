@@ -82,12 +82,23 @@ std::optional<std::map<std::string, int64_t>> parseConfigString(const std::strin
         eq == std::string_view::npos ? std::string_view() : trim(entry.substr(eq + 1));
     int64_t v = 0;
     bool ok = eq != std::string_view::npos && isIdent(key) && !value.empty();
-    if (ok) {
+    if (ok && isIdent(value)) {
+      // A value name, for a variant; bindConfig checks that the key is one taking it.
+      auto named = findVariantValue(value);
+      if (!named) {
+        error = "unknown value '" + std::string(value) + "' in configuration entry '" +
+                std::string(entry) +
+                "'; values are integers or the names E2M3, E3M2, RCEIL, EVEN, FLOOR";
+        return std::nullopt;
+      }
+      v = variantNameCode(*named);
+    } else if (ok) {
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
       ok = ec == std::errc() && end == value.data() + value.size();
     }
     if (!ok) {
-      error = "malformed configuration entry '" + std::string(entry) + "'; expected NAME=INTEGER";
+      error = "malformed configuration entry '" + std::string(entry) +
+              "'; expected NAME=INTEGER or NAME=VALUE_NAME";
       return std::nullopt;
     }
     if (!config.emplace(std::string(key), v).second) {

@@ -113,7 +113,8 @@ class Parser {
       kernel.params.push_back(std::move(*param));
     } while (consume(TokenKind::Comma));
     if (!expect(TokenKind::RParen, "after the parameters")) return std::nullopt;
-    while (at(TokenKind::KwSpecialize) || at(TokenKind::KwTune) || at(TokenKind::KwRequire)) {
+    while (at(TokenKind::KwSpecialize) || at(TokenKind::KwTune) || at(TokenKind::KwRequire) ||
+           at(TokenKind::KwVariant)) {
       if (!parseClause(kernel)) return std::nullopt;
     }
     if (!expect(TokenKind::LBrace, "to open the kernel body")) return std::nullopt;
@@ -203,6 +204,7 @@ class Parser {
   /// clause ::= 'specialize' spec (',' spec)*
   ///          | 'tune' tunable (',' tunable)*
   ///          | 'require' expr (':' string)?
+  ///          | 'variant' choice (',' choice)*
   bool parseClause(ast::KernelDecl& kernel) {
     if (consume(TokenKind::KwSpecialize)) {
       do {
@@ -217,6 +219,14 @@ class Parser {
         auto tunable = parseTunable();
         if (!tunable) return false;
         kernel.tunables.push_back(std::move(*tunable));
+      } while (consume(TokenKind::Comma));
+      return true;
+    }
+    if (consume(TokenKind::KwVariant)) {
+      do {
+        auto variant = parseVariant();
+        if (!variant) return false;
+        kernel.variants.push_back(std::move(*variant));
       } while (consume(TokenKind::Comma));
       return true;
     }
@@ -261,6 +271,26 @@ class Parser {
       tunable.defaultLoc = loc(*value);
     }
     return tunable;
+  }
+
+  /// choice ::= ident 'in' '{' ident (',' ident)* '}' ('=' ident)?
+  std::optional<ast::VariantDecl> parseVariant() {
+    auto name = expectName("as a variant name");
+    if (!name || !expect(TokenKind::KwIn, "after the variant name") ||
+        !expect(TokenKind::LBrace, "to open the variant's values"))
+      return std::nullopt;
+    ast::VariantDecl variant;
+    variant.name = name->name;
+    variant.loc = name->loc;
+    if (!parseNameList(variant.values, "as a variant value") ||
+        !expect(TokenKind::RBrace, "to close the variant's values"))
+      return std::nullopt;
+    if (consume(TokenKind::Assign)) {
+      auto value = expectName("as the default value");
+      if (!value) return std::nullopt;
+      variant.defaultValue = std::move(*value);
+    }
+    return variant;
   }
 
   /// 'require' expr (':' string)?

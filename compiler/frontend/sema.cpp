@@ -6,10 +6,14 @@
 //    integer sizes are at least 1;
 //  - a specialized size is a tensor dimension with a default of at least 1; a tunable's
 //    candidates are distinct and include its default; ROWS, THREADS and VEC are at least 1;
+//  - a variant's values are distinct value names of one kind (formats or scale modes) and
+//    include its default; a variant is not named like a value;
 //  - a constraint is an integer condition over specialized sizes and tunables;
 //  - row variables range over runtime dimensions, one extent per variable;
 //  - in the body every name is defined before it is used, a binding never reuses a name,
-//    calls name builtins and only tensors are indexed.
+//    calls name builtins and only tensors are indexed; variants and value names (E2M3, ...)
+//    appear only as the format and scale-mode arguments of builtins, and those arguments are
+//    a variant or a value name of the kind the builtin takes there.
 // Types and shapes of the body depend on the sizes and are checked by instantiate().
 #include "compiler/frontend/sema.h"
 
@@ -44,6 +48,7 @@ class KernelChecker {
         error(s.loc, "specialized size '" + s.name + "' must be at least 1");
     }
     for (const ast::TunableDecl& t : kernel_.tunables) checkTunable(t);
+    for (const ast::VariantDecl& v : kernel_.variants) checkVariant(v);
     for (const ast::RequireDecl& r : kernel_.constraints) {
       auto type = constraintType(*r.condition);
       if (type == ConstraintType::Int)
@@ -112,6 +117,34 @@ class KernelChecker {
                               "' is not one of its candidates " + t.candidatesText());
     if (isScheduleTunable(t.name) && *seen.begin() < 1)
       error(t.loc, "candidates of '" + t.name + "' must be at least 1");
+  }
+
+  void checkVariant(const ast::VariantDecl& v) {
+    if (auto named = findVariantValue(v.name))
+      error(v.loc, "variant '" + v.name + "' is named like a " + variantKindName(named->kind) +
+                       "; choose another name");
+    std::set<std::string> seen;
+    const ast::NameDecl* first = nullptr;  // the first known value: it sets the kind
+    for (const ast::NameDecl& value : v.values) {
+      auto named = findVariantValue(value.name);
+      if (!named) {
+        error(value.loc, "unknown value '" + value.name + "' of variant '" + v.name +
+                             "'; values are the formats E2M3, E3M2 and the scale modes RCEIL, "
+                             "EVEN, FLOOR");
+      } else if (!first) {
+        first = &value;
+      } else if (VariantKind kind = findVariantValue(first->name)->kind; named->kind != kind) {
+        error(value.loc, "variant '" + v.name + "' mixes kinds: '" + value.name + "' is a " +
+                             variantKindName(named->kind) + " but '" + first->name + "' is a " +
+                             variantKindName(kind));
+      }
+      if (!seen.insert(value.name).second)
+        error(value.loc,
+              "value '" + value.name + "' appears twice in the values of '" + v.name + "'");
+    }
+    if (v.defaultValue && !seen.count(v.defaultValue->name))
+      error(v.defaultValue->loc, "default '" + v.defaultValue->name + "' of '" + v.name +
+                                     "' is not one of its values " + v.valuesText());
   }
 
   /// The type of a constraint expression: integers are sizes and tunables, conditions compare
@@ -214,18 +247,43 @@ class KernelChecker {
   }
 
   void checkExpr(const Expr& e, const std::set<std::string>& bound) {
+    std::optional<Builtin> builtin;
     if (e.kind == ExprKind::Name) {
-      const Symbol* s = symbols_.find(e.name);
-      if (s && s->kind == SymbolKind::Tensor)
-        error(e.loc, "tensor '" + e.name + "' must be indexed, as in " + e.name + "[...]");
-      else if (!s && !bound.count(e.name))
-        error(e.loc, "unknown name '" + e.name + "'");
-    } else if (e.kind == ExprKind::Call && !findBuiltin(e.name)) {
+      checkValueName(e, bound);
+    } else if (e.kind == ExprKind::Call && !(builtin = findBuiltin(e.name))) {
       error(e.loc, "unknown function '" + e.name + "'");
     } else if (e.kind == ExprKind::Access) {
       checkTensorName(e.name, e.loc);
     }
-    for (const ast::ExprPtr& operand : e.operands) checkExpr(*operand, bound);
+    for (size_t i = 0; i < e.operands.size(); ++i) {
+      std::optional<VariantKind> valueArg = builtin ? builtinValueArg(*builtin, i) : std::nullopt;
+      if (!valueArg) {
+        checkExpr(*e.operands[i], bound);
+        continue;
+      }
+      std::string message;
+      if (!resolveValueArg(e, i, *valueArg, kernel_, symbols_, message))
+        error(e.operands[i]->loc, message);
+    }
+  }
+
+  /// A name used as a value: a declared name other than a tensor or a variant, or a bound one.
+  void checkValueName(const Expr& e, const std::set<std::string>& bound) {
+    const Symbol* s = symbols_.find(e.name);
+    if (s && s->kind == SymbolKind::Tensor) {
+      error(e.loc, "tensor '" + e.name + "' must be indexed, as in " + e.name + "[...]");
+    } else if (s && s->kind == SymbolKind::Variant) {
+      VariantKind kind = variantKind(kernel_.variants[s->index]);
+      error(e.loc, "variant '" + e.name + "' is not a value; pass it where a builtin takes a " +
+                       variantKindName(kind));
+    } else if (!s && !bound.count(e.name)) {
+      if (auto named = findVariantValue(e.name))
+        error(e.loc, "'" + e.name + "' is a " + variantKindName(named->kind) +
+                         " name, not a value; pass it where a builtin takes a " +
+                         variantKindName(named->kind));
+      else
+        error(e.loc, "unknown name '" + e.name + "'");
+    }
   }
 
   KernelInfo describe() const {
@@ -238,6 +296,11 @@ class KernelChecker {
       info.specializations.push_back({s.name, s.defaultValue});
     for (const ast::TunableDecl& t : kernel_.tunables)
       info.tunables.push_back({t.name, t.values, t.effectiveDefault()});
+    for (const ast::VariantDecl& v : kernel_.variants) {
+      VariantInfo variant{v.name, variantKind(v), {}, v.effectiveDefault()};
+      for (const ast::NameDecl& value : v.values) variant.values.push_back(value.name);
+      info.variants.push_back(std::move(variant));
+    }
     for (const ast::RequireDecl& r : kernel_.constraints)
       info.constraints.push_back({r.text, r.message, r.loc});
     return info;

@@ -1,5 +1,7 @@
 #include "compiler/frontend/symbols.h"
 
+#include "compiler/frontend/builtins.h"
+
 namespace mxfp6::frontend {
 
 const char* symbolKindName(SymbolKind kind) {
@@ -14,6 +16,8 @@ const char* symbolKindName(SymbolKind kind) {
       return "specialized size";
     case SymbolKind::Tunable:
       return "tunable";
+    case SymbolKind::Variant:
+      return "variant";
     case SymbolKind::RowVar:
       return "row variable";
   }
@@ -72,11 +76,50 @@ KernelSymbols collectSymbols(const ast::KernelDecl& kernel, DiagnosticEngine* di
     const ast::TunableDecl& t = kernel.tunables[i];
     declare(t.name, t.loc, {SymbolKind::Tunable, i});
   }
+  for (int i = 0; i < static_cast<int>(kernel.variants.size()); ++i) {
+    const ast::VariantDecl& v = kernel.variants[i];
+    declare(v.name, v.loc, {SymbolKind::Variant, i});
+  }
   for (int i = 0; i < static_cast<int>(kernel.row.vars.size()); ++i) {
     const ast::NameDecl& v = kernel.row.vars[i];
     declare(v.name, v.loc, {SymbolKind::RowVar, i});
   }
   return symbols;
+}
+
+VariantKind variantKind(const ast::VariantDecl& variant) {
+  for (const ast::NameDecl& value : variant.values)
+    if (auto v = findVariantValue(value.name)) return v->kind;
+  return VariantKind::Format;
+}
+
+std::optional<ValueArg> resolveValueArg(const ast::Expr& call, size_t index, VariantKind want,
+                                        const ast::KernelDecl& kernel, const KernelSymbols& symbols,
+                                        std::string& error) {
+  const ast::Expr& arg = *call.operands[index];
+  std::string expected = std::string("the ") + argumentOrdinal(index) + " argument of " +
+                         call.name + " is a " + variantKindName(want) + " (" +
+                         variantKindValues(want) + ", or a variant naming " +
+                         (want == VariantKind::Format ? "formats" : "scale modes") + ")";
+  if (arg.kind != ast::ExprKind::Name) {
+    error = expected;
+    return std::nullopt;
+  }
+  const Symbol* s = symbols.find(arg.name);
+  if (s && s->kind == SymbolKind::Variant) {
+    VariantKind kind = variantKind(kernel.variants[s->index]);
+    if (kind == want) return ValueArg{s->index, 0};
+    error = "variant '" + arg.name + "' names " +
+            (kind == VariantKind::Format ? "formats" : "scale modes") + ", but " + expected;
+    return std::nullopt;
+  }
+  if (auto v = findVariantValue(arg.name)) {
+    if (v->kind == want) return ValueArg{-1, v->value};
+    error = "'" + arg.name + "' is a " + variantKindName(v->kind) + ", but " + expected;
+    return std::nullopt;
+  }
+  error = expected + ", got '" + arg.name + "'";
+  return std::nullopt;
 }
 
 kir::Param describeParam(const ast::ParamDecl& param, const KernelSymbols& symbols,

@@ -12,11 +12,11 @@
 
 namespace mxfp6::frontend {
 
-enum class SymbolKind { Tensor, Scalar, RuntimeDim, SpecializedDim, Tunable, RowVar };
+enum class SymbolKind { Tensor, Scalar, RuntimeDim, SpecializedDim, Tunable, Variant, RowVar };
 
 struct Symbol {
   SymbolKind kind;
-  int index;  // param index, runtime-dim index, spec index, tunable index or row-variable index
+  int index;  // param, runtime-dim, spec, tunable, variant or row-variable index
 };
 
 struct KernelSymbols {
@@ -35,6 +35,24 @@ const char* symbolKindName(SymbolKind kind);
 /// Collects the kernel's names; the first declaration of a name wins. With `diags`, reports
 /// every name declared twice and every specialized size that is no tensor dimension.
 KernelSymbols collectSymbols(const ast::KernelDecl& kernel, DiagnosticEngine* diags);
+
+/// The kind of a variant: that of its first known value name (the module checks reject a
+/// variant whose values are unknown or of both kinds).
+VariantKind variantKind(const ast::VariantDecl& variant);
+
+/// A format or scale-mode argument of a builtin, resolved: a variant (its index), or a value.
+struct ValueArg {
+  int variant = -1;
+  int64_t value = 0;  // when variant < 0
+};
+
+/// Resolves argument `index` of the call `call` of a builtin taking a value of kind `want`
+/// there: a name that is a variant of that kind, else a value name of that kind. A variant
+/// name comes first, so a variant can never be shadowed; any other argument is an error,
+/// described in `error`.
+std::optional<ValueArg> resolveValueArg(const ast::Expr& call, size_t index, VariantKind want,
+                                        const ast::KernelDecl& kernel, const KernelSymbols& symbols,
+                                        std::string& error);
 
 /// The KIR description of a parameter. Specialized dimensions carry their value from
 /// `bindings` when given, and constant -1 otherwise (their value depends on the configuration).

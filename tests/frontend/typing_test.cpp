@@ -106,7 +106,7 @@ TEST(Typing, Builtins) {
   EXPECT_EQ(instantiateErrors(kernelWithBody("v = sum(eps)")),
             "t.mxk:6:9: error: sum reduces a row vector, but its argument is a scalar f32\n");
   EXPECT_EQ(instantiateErrors(kernelWithBody("v = group_sum(eps)")),
-            "t.mxk:6:9: error: 'group_sum' is not yet supported\n");
+            "t.mxk:6:9: error: group_sum takes 2 arguments, got 1\n");
   EXPECT_EQ(instantiateErrors(kernelWithBody("v = sqrt(n)")),
             "t.mxk:6:9: error: sqrt needs a float operand, got i32; convert with f32(...)\n");
   EXPECT_EQ(instantiateErrors(kernelWithBody("v = exp(x[t, 0])")),

@@ -1,7 +1,7 @@
 // libFuzzer entry point for the DSL frontend: any byte string must give a module or
 // diagnostics, never a crash, a sanitizer report, an exception or a hang. Every kernel that
-// parses is instantiated at its default configuration and dumped, so the type checker and the
-// lowering see the mutated programs too.
+// parses is instantiated at its default configuration and dumped, and once per value of each
+// variant, so the type checker and the lowering see the mutated programs too.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -40,6 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (auto kernel = instantiate(*module, k.name, {}, diags)) {
         dumpKir(*kernel);
         kernel->abi();
+      }
+      // Every value of every variant, by name code as a configuration string gives it.
+      for (const VariantInfo& v : k.variants) {
+        for (const std::string& value : v.values) {
+          if (auto named = findVariantValue(value))
+            instantiate(*module, k.name, {{v.name, variantNameCode(*named)}}, diags);
+        }
       }
       if (crossProductSize(k) <= kMaxEnumerated) enumerateConfigs(*module, k.name, {});
     }

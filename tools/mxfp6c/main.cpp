@@ -137,6 +137,9 @@ int cmdList(const Args& a) {
       for (int64_t v : t.values) vs.push_back(std::to_string(v));
       std::cout << "  tune " << t.name << " in {" << join(vs) << "} default " << t.defaultValue << "\n";
     }
+    for (const frontend::VariantInfo& v : k.variants)
+      std::cout << "  variant " << v.name << " in {" << join(v.values) << "} default " << v.defaultValue
+                << "\n";
     for (const frontend::ConstraintInfo& c : k.constraints)
       std::cout << "  require " << c.text << (c.message.empty() ? "" : "  # " + c.message) << "\n";
   }
