@@ -104,6 +104,12 @@ class KernelEmitter {
   LogicalResult emitMxScale(const kir::Op& op, int id);
   LogicalResult emitMxEncode(const kir::Op& op, int id);
   LogicalResult emitPack6(const kir::Op& op, int id);
+  /// Whether the MxEncode `encodeId` feeds only Pack6s that gfx950 runs natively.
+  bool usesNativeMxPack(int encodeId) const;
+  /// gfx950: the packed bytes of chunk c of pack6(encode) in one instruction per block.
+  Value nativeMxPack(const kir::Op& encode, int64_t c);
+  /// Four 6-bit codes per 3 bytes, LSB first (integer path).
+  Value packCodes(Value codes);
 
   /// Element offset Σ index_i * stride_i over the dims that are not the ':' slice.
   Value scalarOffset(const kir::Op& op);

@@ -34,6 +34,7 @@
 #include <map>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
@@ -592,7 +593,7 @@ std::string entryName(const kir::Kernel& kernel) { return kernel.name; }
 OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kernel, const TargetInfo& target,
                                    LaunchShape& shape) {
   context.loadDialect<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect, memref::MemRefDialect,
-                      scf::SCFDialect, vector::VectorDialect>();
+                      ROCDL::ROCDLDialect, scf::SCFDialect, vector::VectorDialect>();
   detail::KernelEmitter emitter(context, kernel, target);
   return emitter.run(shape);
 }

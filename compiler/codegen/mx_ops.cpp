@@ -15,9 +15,15 @@
 //   code = min(cm, 31) | sign << 5               (S == 0xFF: sign | 0x1F)
 // The shift k - qe is at most 3 to the left (small subnormal significands) and clamped at 16 to
 // the right, where M < 2^8 rounds to 0 anyway.
+//
+// gfx950 encodes and packs a whole block in one instruction: pack6(mx_encode(v, s)) with 32
+// elements per thread becomes v_cvt_scalef32_pk32_{fp6,bf6}_bf16 (the scale operand is the f32
+// whose exponent field is the scale byte). Blocks with scale 0xFF take the spec's sign|0x1F codes
+// instead, which the instruction does not define.
 
 #include "compiler/codegen/kernel_emitter.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
 
 namespace mxfp6::codegen::detail {
 namespace {
@@ -93,7 +99,22 @@ LogicalResult KernelEmitter::emitMxScale(const kir::Op& op, int id) {
   return success();
 }
 
+bool KernelEmitter::usesNativeMxPack(int encodeId) const {
+  if (target_.chip != "gfx950") return false;
+  const kir::Op& enc = k_.ops[encodeId];
+  if (layoutFor(enc.type.length).perThread % 32 != 0) return false;
+  int packUses = 0, otherUses = 0;
+  for (const kir::Op& op : k_.ops) {
+    for (int o : op.operands)
+      if (o == encodeId) ++(op.code == OpCode::Pack6 ? packUses : otherUses);
+    if (op.value == encodeId) ++otherUses;
+  }
+  return packUses > 0 && otherUses == 0;
+}
+
 LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
+  // Its Pack6 emits the native instruction instead; the codes never exist on their own.
+  if (usesNativeMxPack(id)) return success();
   FormatConstants fc = constantsFor(kir::mxFormat(op.ival));
   Layout scales = layoutFor(k_.ops[op.operands[1]].type.length);
   for (int64_t c = 0; c < chunks_; ++c) {
@@ -149,26 +170,63 @@ LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
   return success();
 }
 
-LogicalResult KernelEmitter::emitPack6(const kir::Op& op, int id) {
+Value KernelEmitter::packCodes(Value codes) {
   Type i32 = b_.getI32Type();
   Type i8 = b_.getI8Type();
   IntMath m(b_, i32);
-  for (Value chunk : values_[op.operands[0]].chunks) {
-    int64_t codes = cast<VectorType>(chunk.getType()).getNumElements();
-    Value out = splat(VectorType::get({codes / 4 * 3}, i8), cast<TypedAttr>(b_.getZeroAttr(i8)));
-    for (int64_t g = 0; g < codes / 4; ++g) {
-      Value word = m.c(0);
-      for (int64_t i = 0; i < 4; ++i) {
-        Value code = arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, chunk, ArrayRef<int64_t>{4 * g + i}));
-        word = m.bor(word, m.shl(code, m.c(6 * i)));
-      }
-      for (int64_t byte = 0; byte < 3; ++byte) {
-        Value v = arith::TruncIOp::create(b_, i8, m.shr(word, m.c(8 * byte)));
-        out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{3 * g + byte});
-      }
+  int64_t n = cast<VectorType>(codes.getType()).getNumElements();
+  Value out = splat(VectorType::get({n / 4 * 3}, i8), cast<TypedAttr>(b_.getZeroAttr(i8)));
+  for (int64_t g = 0; g < n / 4; ++g) {
+    Value word = m.c(0);
+    for (int64_t i = 0; i < 4; ++i) {
+      Value code = arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, codes, ArrayRef<int64_t>{4 * g + i}));
+      word = m.bor(word, m.shl(code, m.c(6 * i)));
     }
-    values_[id].chunks.push_back(out);
+    for (int64_t byte = 0; byte < 3; ++byte) {
+      Value v = arith::TruncIOp::create(b_, i8, m.shr(word, m.c(8 * byte)));
+      out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{3 * g + byte});
+    }
   }
+  return out;
+}
+
+Value KernelEmitter::nativeMxPack(const kir::Op& encode, int64_t c) {
+  Value chunk = values_[encode.operands[0]].chunks[c];
+  Value scales = values_[encode.operands[1]].chunks[c];
+  int64_t blocks = cast<VectorType>(chunk.getType()).getNumElements() / 32;
+  Type i32 = b_.getI32Type(), i8 = b_.getI8Type();
+  IntMath m(b_, i32);
+  auto bytesType = VectorType::get({24}, i8);
+  Value out = splat(VectorType::get({blocks * 24}, i8), cast<TypedAttr>(b_.getZeroAttr(i8)));
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    Value block = vector::ExtractStridedSliceOp::create(b_, chunk, ArrayRef<int64_t>{blk * 32}, ArrayRef<int64_t>{32},
+                                                        ArrayRef<int64_t>{1});
+    Value byte = arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, scales, ArrayRef<int64_t>{blk}));
+    Value scale = arith::BitcastOp::create(b_, b_.getF32Type(), m.shl(byte, m.c(23)));
+    auto words = VectorType::get({6}, i32);
+    Value packed = kir::mxFormat(encode.ival) == kir::MxFormat::E2M3
+                       ? Value(ROCDL::CvtScaleF32Pk32Fp6Bf16Op::create(b_, words, block, scale))
+                       : Value(ROCDL::CvtScaleF32Pk32Bf6Bf16Op::create(b_, words, block, scale));
+    Value bytes = vector::BitCastOp::create(b_, bytesType, packed);
+    // NaN/Inf block: every code is sign | 0x1F.
+    Type i32v = VectorType::get({32}, i32);
+    IntMath v(b_, i32v);
+    Value bits = arith::ExtUIOp::create(b_, i32v, arith::BitcastOp::create(b_, VectorType::get({32}, b_.getI16Type()), block));
+    Value nanCodes = v.bor(v.shl(v.shr(bits, v.c(15)), v.c(5)), v.c(0x1F));
+    Value nanBytes = packCodes(arith::TruncIOp::create(b_, VectorType::get({32}, i8), nanCodes));
+    Value isNan = m.cmp(arith::CmpIPredicate::eq, byte, m.c(0xFF));
+    bytes = arith::SelectOp::create(b_, isNan, nanBytes, bytes);
+    out = vector::InsertStridedSliceOp::create(b_, bytes, out, ArrayRef<int64_t>{blk * 24}, ArrayRef<int64_t>{1});
+  }
+  return out;
+}
+
+LogicalResult KernelEmitter::emitPack6(const kir::Op& op, int id) {
+  if (usesNativeMxPack(op.operands[0])) {
+    for (int64_t c = 0; c < chunks_; ++c) values_[id].chunks.push_back(nativeMxPack(k_.ops[op.operands[0]], c));
+    return success();
+  }
+  for (Value chunk : values_[op.operands[0]].chunks) values_[id].chunks.push_back(packCodes(chunk));
   return success();
 }
 
