@@ -1,8 +1,11 @@
-// Every configuration the tunables of each kernel allow compiles for every target, down to the
-// code object (cubin needs ptxas; without it PTX is the last stage checked).
+// Every kernel of kernels_dsl/ and of the test fixtures compiles for every target at every
+// configuration its tunables allow, and at every value of each variant, down to the code
+// object (cubin needs ptxas; without it PTX is the last stage checked).
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include "compiler/codegen/codegen.h"
 #include "tests/codegen/kernel_fixture.h"
@@ -10,28 +13,62 @@
 namespace mxfp6 {
 namespace {
 
-TEST(AllConfigs, LnModulateCompilesForEveryTargetAndConfig) {
-  std::optional<frontend::Module> m = testing::parseKernelFile("ln_modulate.mxk");
-  ASSERT_TRUE(m);
-  auto configs = frontend::enumerateConfigs(*m, "ln_modulate_fwd", {{"D", 3072}});
-  ASSERT_FALSE(configs.empty());
+std::vector<std::string> kernelFiles() {
+  std::vector<std::string> files;
+  for (const char* dir : {MXFP6_KERNELS_DSL, MXFP6_FIXTURES_DSL})
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().extension() == ".mxk") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+/// The tuning space at default sizes, plus the default config with each other variant value.
+std::vector<std::map<std::string, int64_t>> configsOf(const frontend::Module& m, const frontend::KernelInfo& k) {
+  std::vector<std::map<std::string, int64_t>> configs = frontend::enumerateConfigs(m, k.name, {});
+  for (const frontend::VariantInfo& v : k.variants)
+    for (const std::string& value : v.values)
+      if (value != v.defaultValue)
+        configs.push_back({{v.name, frontend::variantNameCode(*frontend::findVariantValue(value))}});
+  return configs;
+}
+
+class AllConfigs : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AllConfigs, CompileForEveryTarget) {
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = frontend::parseFile(GetParam(), diags);
+  ASSERT_TRUE(m) << diags.render();
   bool havePtxas = access("/usr/local/cuda/bin/ptxas", X_OK) == 0;
-  for (const std::string& targetName : codegen::targetNames()) {
-    codegen::TargetInfo target = *codegen::findTarget(targetName);
-    codegen::Emit emit = target.backend == codegen::Backend::ROCDL ? codegen::Emit::Hsaco
-                         : havePtxas                                ? codegen::Emit::Cubin
-                                                                    : codegen::Emit::Ptx;
-    for (const auto& config : configs) {
-      std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, "ln_modulate_fwd", config);
-      ASSERT_TRUE(k);
-      Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, target, emit);
-      std::string where = targetName + " ROWS=" + std::to_string(k->rowsPerProgram) +
-                          " THREADS=" + std::to_string(k->threadsPerRow) + " VEC=" + std::to_string(k->vectorWidth);
-      ASSERT_TRUE(c.isOk()) << where << ": " << c.status().message();
-      EXPECT_FALSE(c->bytes.empty()) << where;
+  int compiled = 0;
+  for (const frontend::KernelInfo& info : m->kernels()) {
+    auto configs = configsOf(*m, info);
+    ASSERT_FALSE(configs.empty()) << info.name << ": no configuration satisfies the constraints";
+    for (const std::string& targetName : codegen::targetNames()) {
+      codegen::TargetInfo target = *codegen::findTarget(targetName);
+      codegen::Emit emit = target.backend == codegen::Backend::ROCDL ? codegen::Emit::Hsaco
+                           : havePtxas                                ? codegen::Emit::Cubin
+                                                                      : codegen::Emit::Ptx;
+      for (const auto& config : configs) {
+        std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, info.name, config);
+        ASSERT_TRUE(k);
+        std::string where = info.name + " for " + targetName + " at";
+        for (const auto& [key, value] : k->config) where += " " + key + "=" + std::to_string(value);
+        Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, target, emit);
+        ASSERT_TRUE(c.isOk()) << where << ": " << c.status().message();
+        EXPECT_FALSE(c->bytes.empty()) << where;
+        ++compiled;
+      }
     }
   }
+  std::printf("%s: %d code objects\n", GetParam().c_str(), compiled);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AllConfigs, ::testing::ValuesIn(kernelFiles()), [](const auto& info) {
+  std::string name = std::filesystem::path(info.param).stem().string();
+  for (char& c : name)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+});
 
 }  // namespace
 }  // namespace mxfp6

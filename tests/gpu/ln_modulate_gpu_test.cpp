@@ -37,8 +37,17 @@ struct Shape {
   int64_t tokens;             // T (<= B*S; fewer makes the last sample ragged)
 };
 
+/// Per-sample modulation (scale/shift [B, D], sample of token t = t / S) or per-token ([T, D]).
+struct Variant {
+  const char* kernel;
+  bool perToken;
+};
+
 struct HostProblem {
   Shape shape;
+  bool perToken = false;
+  int64_t modRows() const { return perToken ? shape.tokens : shape.samples; }
+  int64_t modRowOf(int64_t t) const { return perToken ? t : t / shape.tokensPerSample; }
   std::vector<uint16_t> x, scale, shift;  // bf16 bits
   std::vector<uint16_t> y;                // interpreter outputs, rounded as stored
   std::vector<float> mean, rstd;
@@ -51,19 +60,23 @@ interp::TensorArg tensor(void* data, kir::Dtype dtype, std::vector<int64_t> shap
   return {data, dtype, shape, n};
 }
 
-/// Interpreter arguments in declaration order: x, scale, shift, y, mean, rstd, tokens_per_sample, eps.
+/// Interpreter arguments in declaration order: x, scale, shift, y, mean, rstd, [tokens_per_sample,] eps.
 std::vector<interp::Arg> argsFor(HostProblem& p, void* x, void* scale, void* shift, void* y, void* mean, void* rstd) {
-  int64_t T = p.shape.tokens, B = p.shape.samples;
-  return {tensor(x, kir::Dtype::BF16, {T, kD}),      tensor(scale, kir::Dtype::BF16, {B, kD}),
-          tensor(shift, kir::Dtype::BF16, {B, kD}),  tensor(y, kir::Dtype::BF16, {T, kD}),
-          tensor(mean, kir::Dtype::F32, {T}),        tensor(rstd, kir::Dtype::F32, {T}),
-          int64_t(p.shape.tokensPerSample),          std::monostate{}};
+  int64_t T = p.shape.tokens, M = p.modRows();
+  std::vector<interp::Arg> args = {
+      tensor(x, kir::Dtype::BF16, {T, kD}),     tensor(scale, kir::Dtype::BF16, {M, kD}),
+      tensor(shift, kir::Dtype::BF16, {M, kD}), tensor(y, kir::Dtype::BF16, {T, kD}),
+      tensor(mean, kir::Dtype::F32, {T}),       tensor(rstd, kir::Dtype::F32, {T})};
+  if (!p.perToken) args.push_back(int64_t(p.shape.tokensPerSample));
+  args.push_back(std::monostate{});
+  return args;
 }
 
-HostProblem makeProblem(const Shape& shape, const kir::Kernel& kernel, uint64_t seed) {
+HostProblem makeProblem(const Shape& shape, bool perToken, const kir::Kernel& kernel, uint64_t seed) {
   HostProblem p;
   p.shape = shape;
-  int64_t T = shape.tokens, B = shape.samples;
+  p.perToken = perToken;
+  int64_t T = shape.tokens, B = p.modRows();
   p.x.resize(T * kD);
   p.scale.resize(B * kD);
   p.shift.resize(B * kD);
@@ -97,7 +110,7 @@ struct GpuOutputs {
 
 /// Launches one code object on the problem and reads the outputs back.
 Expected<GpuOutputs> runOnGpu(rt::Device& dev, const rt::LoadedKernel& k, const kir::Kernel& kernel, HostProblem& p) {
-  int64_t T = p.shape.tokens, B = p.shape.samples;
+  int64_t T = p.shape.tokens, B = p.modRows();
   size_t xBytes = T * kD * 2, modBytes = B * kD * 2, statBytes = T * 4;
   ASSIGN_OR_RETURN(rt::DeviceBuffer x, dev.allocate(xBytes));
   ASSIGN_OR_RETURN(rt::DeviceBuffer scale, dev.allocate(modBytes));
@@ -139,7 +152,7 @@ Errors compare(const HostProblem& p, const GpuOutputs& g) {
     if (!std::isfinite(g.mean[t]) || !std::isfinite(g.rstd[t])) ++e.nonFinite;
     e.meanRel = std::max(e.meanRel, std::fabs(g.mean[t] - p.mean64[t]) / std::fabs(p.mean64[t]));
     e.rstdRel = std::max(e.rstdRel, std::fabs(g.rstd[t] - p.rstd64[t]) / std::fabs(p.rstd64[t]));
-    int64_t b = t / p.shape.tokensPerSample;
+    int64_t b = p.modRowOf(t);
     for (int64_t j = 0; j < kD; ++j) {
       int64_t i = t * kD + j;
       double gpu = interp::bf16ToDouble(g.y[i]);
@@ -169,24 +182,24 @@ std::string configTag(const rt::KernelMetadata& m) {
   return tag;
 }
 
-class LnModulateGpu : public ::testing::TestWithParam<Shape> {};
+class LnModulateGpu : public ::testing::TestWithParam<std::tuple<Variant, Shape>> {};
 
 TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
   std::string whyNot;
   rt::Device* dev = gputest::device(&whyNot);
   if (!dev) GTEST_SKIP() << whyNot;
-  std::vector<gputest::CodeObject> objects = gputest::findCodeObjects("ln_modulate_fwd");
-  ASSERT_FALSE(objects.empty()) << "no ln_modulate_fwd code objects in " << gputest::gpuKernelsDir();
+  const auto [variant, shape] = GetParam();
+  std::vector<gputest::CodeObject> objects = gputest::findCodeObjects(variant.kernel);
+  ASSERT_FALSE(objects.empty()) << "no " << variant.kernel << " code objects in " << gputest::gpuKernelsDir();
 
   std::string error;
-  std::optional<kir::Kernel> reference = gputest::instantiateDsl("ln_modulate.mxk", "ln_modulate_fwd", {}, error);
+  std::optional<kir::Kernel> reference = gputest::instantiateDsl("ln_modulate.mxk", variant.kernel, {}, error);
   ASSERT_TRUE(reference) << error;
-  const Shape shape = GetParam();
-  HostProblem p = makeProblem(shape, *reference, 20261130 + shape.tokens);
+  HostProblem p = makeProblem(shape, variant.perToken, *reference, 20261130 + shape.tokens);
 
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
-    std::optional<kir::Kernel> kernel = gputest::instantiateDsl("ln_modulate.mxk", "ln_modulate_fwd", obj.metadata.config, error);
+    std::optional<kir::Kernel> kernel = gputest::instantiateDsl("ln_modulate.mxk", variant.kernel, obj.metadata.config, error);
     ASSERT_TRUE(kernel) << error;
     Expected<std::unique_ptr<rt::LoadedKernel>> loaded =
         rt::loadKernel(*dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())), obj.metadata);
@@ -201,10 +214,10 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
     bool identical = first->y == second->y &&
                      std::memcmp(first->mean.data(), second->mean.data(), first->mean.size() * 4) == 0 &&
                      std::memcmp(first->rstd.data(), second->rstd.data(), first->rstd.size() * 4) == 0;
-    std::printf("RESULT ln_modulate_fwd %-28s T=%-6lld B=%-3lld S=%-4lld D=%lld  mean_rel=%.3g rstd_rel=%.3g "
+    std::printf("RESULT %s %-28s T=%-6lld B=%-3lld S=%-4lld D=%lld  mean_rel=%.3g rstd_rel=%.3g "
                 "y_max_ulp=%.3g y_beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) "
                 "nonfinite=%lld deterministic=%s\n",
-                configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.samples,
+                variant.kernel, configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.samples,
                 (long long)shape.tokensPerSample, (long long)kD, e.meanRel, e.rstdRel, e.yMaxUlp,
                 (long long)e.beyondOneUlp, e.yMaxBoundFraction, (long long)e.beyondCancellationBound, (long long)e.nonFinite,
                 identical ? "yes" : "NO");
@@ -218,11 +231,14 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
 
 // B=32, S=512 (T=16384): the Flux training shape. T=7 with S=4: one full sample and a ragged one,
 // fewer rows than one program of the widest schedule.
-INSTANTIATE_TEST_SUITE_P(Shapes, LnModulateGpu,
-                         ::testing::Values(Shape{32, 512, 16384}, Shape{2, 4, 7}),
-                         [](const ::testing::TestParamInfo<Shape>& info) {
-                           return "T" + std::to_string(info.param.tokens);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LnModulateGpu,
+    ::testing::Combine(::testing::Values(Variant{"ln_modulate_fwd", false}, Variant{"ln_modulate_fwd_per_token", true}),
+                       ::testing::Values(Shape{32, 512, 16384}, Shape{2, 4, 7})),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param).perToken ? "PerToken" : "PerSample") + "_T" +
+             std::to_string(std::get<1>(info.param).tokens);
+    });
 
 }  // namespace
 }  // namespace mxfp6
