@@ -2,8 +2,11 @@
 //
 // Every SSA value owns a slot in one of two pools allocated once per run: float values (any float
 // type) hold doubles, integer and Bool values hold int64 (Bool as 0/1). A per-row scalar is a
-// slot of length 1, so scalar broadcast is a step of 0 over the operand. The KIR is checked once
-// before the first row (operand ids, kinds, lengths); the row loop then allocates nothing.
+// slot of length 1, so scalar broadcast is a step of 0 over the operand. A variable's storage is
+// the slot of its VarInit; a ForBegin's slot holds its induction value, and its end and step sit
+// in per-op arrays. The KIR is checked once before the first row (operand ids, kinds, lengths,
+// loop nesting and scopes); the row loop then allocates nothing, however many trips it runs:
+// a body's values reuse their slots on every trip.
 #include "compiler/interp/interpreter.h"
 
 #include <algorithm>
@@ -106,6 +109,17 @@ class Machine {
 
  private:
   Status validateOp(size_t i);
+  Status validateControl(size_t i);
+  /// Op `i` uses value `id` as `what`: an earlier op with a result, not a variable, and not
+  /// defined in a loop body that has closed.
+  Status checkUse(size_t i, int id, const char* what) const;
+  /// Runs Kernel::ops once (one row), following loops.
+  Status runRow();
+  /// ForBegin at `i`: evaluates the bounds and sets `next` to the first op of the body, or past
+  /// the matching ForEnd for a zero-trip loop.
+  Status beginLoop(size_t i, size_t& next);
+  /// ForEnd at `i`: steps the induction value and jumps back, or falls through.
+  size_t endLoop(size_t i);
   Status exec(size_t i);
   Status execLoad(size_t i);
   Status execStore(size_t i);
@@ -154,6 +168,18 @@ class Machine {
   std::vector<std::vector<double>*> shadows_;    // per param: fp64 shadow or null
   std::vector<int64_t> row_;                     // current value of each row variable
   bool inRow_ = false;
+
+  // Structure, filled by validation.
+  std::vector<int> match_;        // ForBegin -> its ForEnd and ForEnd -> its ForBegin; else -1
+  std::vector<int> scope_;        // per op: the ForBegin of the innermost loop around it (a
+                                  // ForBegin: itself, its induction value lives in its body); -1
+  std::vector<uint8_t> open_;     // per ForBegin, during validation: its ForEnd is still ahead
+  std::vector<int> openStack_;    // during validation: the open ForBegins, innermost last
+  // Loop state while running.
+  std::vector<int64_t> loopEnd_;   // per ForBegin: this execution's end
+  std::vector<int64_t> loopStep_;  // per ForBegin: this execution's step
+  std::vector<int> activeLoops_;   // ForBegins whose body is running, innermost last
+  int64_t tripsThisRow_ = 0;
 };
 
 std::string locText(const kir::SourceLoc& loc) {
@@ -171,11 +197,17 @@ Status Machine::opError(size_t i, const std::string& message) const {
 }
 
 std::string Machine::rowText() const {
-  if (k_.rowVars.empty()) return "row";
-  std::string s = "row ";
+  std::string s = "row";
   for (size_t v = 0; v < k_.rowVars.size(); ++v) {
-    if (v) s += ", ";
+    s += v ? ", " : " ";
     s += k_.rowVars[v] + "=" + std::to_string(row_[v]);
+  }
+  // The induction values of the loops running, outermost first.
+  for (size_t l = 0; l < activeLoops_.size(); ++l) {
+    const int b = activeLoops_[l];
+    s += l ? ", " : "; loop ";
+    s += (k_.ops[b].name.empty() ? "#" + std::to_string(b) : k_.ops[b].name) + "=" +
+         std::to_string(ipool_[slots_[b].off]);
   }
   return s;
 }
@@ -236,9 +268,14 @@ Status Machine::prepare() {
   }
 
   slots_.assign(k_.ops.size(), Slot{});
+  match_.assign(k_.ops.size(), -1);
+  scope_.assign(k_.ops.size(), -1);
+  open_.assign(k_.ops.size(), 0);
+  openStack_.clear();
   size_t fsize = 0, isize = 0;
   int64_t maxLen = 1;
   for (size_t i = 0; i < k_.ops.size(); ++i) {
+    scope_[i] = openStack_.empty() ? -1 : openStack_.back();
     RETURN_IF_ERROR(validateOp(i));
     Slot& s = slots_[i];
     if (s.cls == Cls::None) continue;
@@ -247,10 +284,36 @@ Status Machine::prepare() {
     s.off = size;
     size += static_cast<size_t>(s.count());
   }
+  if (!openStack_.empty()) {
+    return invalid(static_cast<size_t>(openStack_.back()), "ForBegin has no matching ForEnd");
+  }
   fpool_.assign(fsize, 0.0);
   ipool_.assign(isize, 0);
   for (auto& s : scratch_) s.assign(static_cast<size_t>(maxLen), 0.0);
   row_.assign(k_.rowVars.size(), 0);
+  loopEnd_.assign(k_.ops.size(), 0);
+  loopStep_.assign(k_.ops.size(), 0);
+  activeLoops_.clear();
+  activeLoops_.reserve(k_.ops.size());
+  return Status::ok();
+}
+
+Status Machine::checkUse(size_t i, int id, const char* what) const {
+  if (id < 0 || static_cast<size_t>(id) >= i || slots_[id].cls == Cls::None) {
+    return invalid(i, std::string(what) + " refers to value " + std::to_string(id) +
+                          ", which is not an earlier value");
+  }
+  if (k_.ops[id].code == OpCode::VarInit) {
+    return invalid(i, std::string(what) + " refers to op #" + std::to_string(id) +
+                          " (VarInit), a variable, not a value: read it with VarRead");
+  }
+  // A value defined in a loop body lives until the body's ForEnd.
+  const int loop = scope_[id];
+  if (loop >= 0 && !open_[loop]) {
+    return invalid(i, std::string(what) + " refers to value " + std::to_string(id) +
+                          ", defined in the body of the loop of op #" + std::to_string(loop) +
+                          " (ForBegin), which closed at op #" + std::to_string(match_[loop]));
+  }
   return Status::ok();
 }
 
@@ -260,13 +323,7 @@ Status Machine::validateOp(size_t i) {
   const int64_t len = op.type.length;
   if (len < 0) return invalid(i, "negative result length");
 
-  auto checkValue = [&](int id, const char* what) -> Status {
-    if (id < 0 || static_cast<size_t>(id) >= i || slots_[id].cls == Cls::None) {
-      return invalid(i, std::string(what) + " refers to value " + std::to_string(id) +
-                            ", which is not an earlier value");
-    }
-    return Status::ok();
-  };
+  auto checkValue = [&](int id, const char* what) { return checkUse(i, id, what); };
   auto checkScalarInt = [&](int id, const char* what) -> Status {
     RETURN_IF_ERROR(checkValue(id, what));
     if (slots_[id].cls != Cls::Int || slots_[id].len != 0) {
@@ -314,7 +371,9 @@ Status Machine::validateOp(size_t i) {
     return Status::ok();
   };
 
-  if (op.code != OpCode::Store) slot = Slot{classOf(op.type.elem), len, 0};
+  const bool hasResult = op.code != OpCode::Store && op.code != OpCode::VarWrite &&
+                         op.code != OpCode::ForEnd;
+  if (hasResult) slot = Slot{classOf(op.type.elem), len, 0};
 
   switch (op.code) {
     case OpCode::ConstFloat:
@@ -473,8 +532,126 @@ Status Machine::validateOp(size_t i) {
                                  : op.code == OpCode::MxEncode  ? 2
                                                                 : 1));
       return validateRowBlock(i);
+    case OpCode::Splat:
+      RETURN_IF_ERROR(checkArity(1));
+      if (slots_[op.operands[0]].len != 0) {
+        return invalid(i, "operand (value " + std::to_string(op.operands[0]) +
+                              ") is a row vector, not a scalar");
+      }
+      if (len == 0) return invalid(i, "result must be a row vector");
+      if (k_.ops[op.operands[0]].type.elem != op.type.elem) {
+        return invalid(i, std::string("result type ") + kir::typeName(op.type) +
+                              " splats a " + kir::typeName(k_.ops[op.operands[0]].type));
+      }
+      return Status::ok();
+    case OpCode::VarInit:
+    case OpCode::VarRead:
+    case OpCode::VarWrite:
+    case OpCode::ForBegin:
+    case OpCode::ForEnd:
+      return validateControl(i);
   }
   return invalid(i, "unknown opcode " + std::to_string(static_cast<int>(op.code)));
+}
+
+// Variables and loops: operand ids as in validateOp, plus the structure: loop pairing and
+// nesting, variable scopes, types.
+Status Machine::validateControl(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int id = static_cast<int>(i);
+  auto checkOperandCount = [&](size_t n) -> Status {
+    if (op.operands.size() != n) {
+      return invalid(i, "expects " + std::to_string(n) + " operands, has " +
+                            std::to_string(op.operands.size()));
+    }
+    return Status::ok();
+  };
+  auto checkOperands = [&]() -> Status {
+    for (int v : op.operands) RETURN_IF_ERROR(checkUse(i, v, "an operand"));
+    return Status::ok();
+  };
+  // VarRead/VarWrite: ival names an earlier VarInit whose scope is still open.
+  auto variable = [&](int& var) -> Status {
+    if (op.ival < 0 || op.ival >= id || k_.ops[op.ival].code != OpCode::VarInit) {
+      return invalid(i, "ival " + std::to_string(op.ival) + " does not name an earlier VarInit");
+    }
+    var = static_cast<int>(op.ival);
+    const int loop = scope_[var];
+    if (loop >= 0 && !open_[loop]) {
+      return invalid(i, "variable of op #" + std::to_string(var) +
+                            " (VarInit) is out of scope: it was declared in the body of the "
+                            "loop of op #" + std::to_string(loop) +
+                            " (ForBegin), which closed at op #" + std::to_string(match_[loop]));
+    }
+    return Status::ok();
+  };
+  auto sameType = [&](const kir::ValueType& got, const kir::ValueType& want,
+                      const std::string& what) -> Status {
+    if (!(got == want)) {
+      return invalid(i, what + " is " + kir::typeName(got) + ", the variable is " +
+                            kir::typeName(want));
+    }
+    return Status::ok();
+  };
+
+  switch (op.code) {
+    case OpCode::VarInit:
+      RETURN_IF_ERROR(checkOperandCount(1));
+      RETURN_IF_ERROR(checkOperands());
+      return sameType(k_.ops[op.operands[0]].type, op.type, "the initial value");
+    case OpCode::VarRead: {
+      RETURN_IF_ERROR(checkOperandCount(0));
+      int var = -1;
+      RETURN_IF_ERROR(variable(var));
+      return sameType(op.type, k_.ops[var].type, "the result");
+    }
+    case OpCode::VarWrite: {
+      RETURN_IF_ERROR(checkOperandCount(1));
+      RETURN_IF_ERROR(checkOperands());
+      int var = -1;
+      RETURN_IF_ERROR(variable(var));
+      return sameType(k_.ops[op.operands[0]].type, k_.ops[var].type, "the value written");
+    }
+    case OpCode::ForBegin: {
+      RETURN_IF_ERROR(checkOperandCount(3));
+      RETURN_IF_ERROR(checkOperands());
+      static const char* const kBound[] = {"start", "end", "step"};
+      for (size_t o = 0; o < 3; ++o) {
+        const kir::ValueType t = k_.ops[op.operands[o]].type;
+        if (t.isVector() || !kir::isInt(t.elem)) {
+          return invalid(i, std::string("the ") + kBound[o] + " (value " +
+                                std::to_string(op.operands[o]) + ") is " + kir::typeName(t) +
+                                ", not an integer scalar");
+        }
+      }
+      if (!(op.type == kir::ValueType{Dtype::I64, 0})) {
+        return invalid(i, "the induction value is typed " + kir::typeName(op.type) +
+                              ", not i64");
+      }
+      open_[i] = 1;
+      openStack_.push_back(id);
+      scope_[i] = id;  // the induction value lives in the body
+      return Status::ok();
+    }
+    case OpCode::ForEnd:
+      RETURN_IF_ERROR(checkOperandCount(0));
+      if (openStack_.empty()) {
+        return invalid(i, "ForEnd names op #" + std::to_string(op.ival) +
+                              ", but no loop is open");
+      }
+      if (op.ival != openStack_.back()) {
+        return invalid(i, "ForEnd names op #" + std::to_string(op.ival) +
+                              ", but the innermost open loop is op #" +
+                              std::to_string(openStack_.back()) + " (ForBegin)");
+      }
+      match_[i] = openStack_.back();
+      match_[openStack_.back()] = id;
+      open_[openStack_.back()] = 0;
+      openStack_.pop_back();
+      return Status::ok();
+    default:
+      return invalid(i, "not a variable or loop op");
+  }
 }
 
 // The row-vector building blocks change lengths, so each checks its own length rule (kir.h) on
@@ -580,7 +757,7 @@ Status Machine::runRows() {
   }
   inRow_ = true;
   while (true) {
-    for (size_t i = 0; i < k_.ops.size(); ++i) RETURN_IF_ERROR(exec(i));
+    RETURN_IF_ERROR(runRow());
     // Odometer over the row variables, the last one fastest.
     size_t v = nVars;
     while (v > 0) {
@@ -591,6 +768,81 @@ Status Machine::runRows() {
     }
     if (nVars == 0) return Status::ok();
   }
+}
+
+Status Machine::runRow() {
+  const size_t n = k_.ops.size();
+  tripsThisRow_ = 0;
+  activeLoops_.clear();
+  size_t i = 0;
+  while (i < n) {
+    switch (k_.ops[i].code) {
+      case OpCode::ForBegin:
+        RETURN_IF_ERROR(beginLoop(i, i));
+        break;
+      case OpCode::ForEnd:
+        i = endLoop(i);
+        break;
+      default:
+        RETURN_IF_ERROR(exec(i));
+        ++i;
+        break;
+    }
+  }
+  return Status::ok();
+}
+
+Status Machine::beginLoop(size_t i, size_t& next) {
+  const kir::Op& op = k_.ops[i];
+  const int64_t start = scalarInt(op.operands[0]);
+  const int64_t end = scalarInt(op.operands[1]);
+  const int64_t step = scalarInt(op.operands[2]);
+  auto bounds = [&] {
+    return "loop " + std::to_string(start) + " .. " + std::to_string(end) + " step " +
+           std::to_string(step);
+  };
+  if (step <= 0) return opError(i, bounds() + ": the step is not positive");
+  if (start >= end) {  // zero trips
+    next = static_cast<size_t>(match_[i]) + 1;
+    return Status::ok();
+  }
+  // Exact in 128 bits: end - start < 2^64, step >= 1.
+  const __int128 trips = (static_cast<__int128>(end) - start + step - 1) / step;
+  const __int128 last = static_cast<__int128>(start) + (trips - 1) * step;
+  if (last + step > std::numeric_limits<int64_t>::max()) {
+    return opError(i, bounds() + ": the induction value overflows int64 when stepped past its "
+                                 "last value " + std::to_string(static_cast<int64_t>(last)));
+  }
+  const int64_t limit = options_.maxLoopTripsPerRow;
+  if (trips > static_cast<__int128>(limit) - tripsThisRow_) {
+    const std::string n = trips > std::numeric_limits<int64_t>::max()
+                              ? std::string("more than 2^63")
+                              : std::to_string(static_cast<int64_t>(trips));
+    return opError(i, bounds() + " would run " + n + " trips, after " +
+                          std::to_string(tripsThisRow_) + " in this row already: over the " +
+                          "limit of " + std::to_string(limit) +
+                          " loop trips per row (RunOptions::maxLoopTripsPerRow)");
+  }
+  tripsThisRow_ += static_cast<int64_t>(trips);
+  iptr(static_cast<int>(i))[0] = start;
+  loopEnd_[i] = end;
+  loopStep_[i] = step;
+  activeLoops_.push_back(static_cast<int>(i));
+  next = i + 1;
+  return Status::ok();
+}
+
+size_t Machine::endLoop(size_t i) {
+  const int b = match_[i];
+  int64_t& induction = iptr(b)[0];
+  // Cannot overflow: beginLoop checked the value after the last trip.
+  const int64_t v = induction + loopStep_[b];
+  if (v < loopEnd_[b]) {
+    induction = v;
+    return static_cast<size_t>(b) + 1;
+  }
+  activeLoops_.pop_back();
+  return i + 1;
 }
 
 Status Machine::checkIntResult(size_t i) {
@@ -696,6 +948,31 @@ Status Machine::exec(size_t i) {
       return execMxEncode(i);
     case OpCode::Pack6:
       return execPack6(i);
+    case OpCode::Splat: {
+      const int64_t n = slots_[i].count();
+      if (slots_[i].cls == Cls::Float) {
+        std::fill_n(fptr(id), n, fptr(op.operands[0])[0]);
+      } else {
+        std::fill_n(iptr(id), n, iptr(op.operands[0])[0]);
+      }
+      return Status::ok();
+    }
+    case OpCode::VarInit:  // into the variable's storage, this op's slot
+    case OpCode::VarRead:  // out of it
+    case OpCode::VarWrite: {
+      const int src = op.code == OpCode::VarRead ? static_cast<int>(op.ival) : op.operands[0];
+      const int dst = op.code == OpCode::VarWrite ? static_cast<int>(op.ival) : id;
+      const int64_t n = slots_[dst].count();  // validated: same type as the source
+      if (slots_[dst].cls == Cls::Float) {
+        std::copy_n(fptr(src), n, fptr(dst));
+      } else {
+        std::copy_n(iptr(src), n, iptr(dst));
+      }
+      return Status::ok();
+    }
+    case OpCode::ForBegin:
+    case OpCode::ForEnd:
+      return opError(i, "loop op outside the row loop");  // runRow handles them
   }
   return opError(i, "unknown opcode");
 }

@@ -40,9 +40,33 @@
 //   - Every load/store checks each index against its dimension and the linear offset
 //     (sum of index * stride) against [0, extentElements): an out-of-range access is an error
 //     naming the tensor, the indices, the row and the op's source location.
+//   - Splat(x): a vector of type.length copies of the scalar x (same element type), exactly.
+//   - Variables: VarInit allocates the variable's storage and copies its initial value into it;
+//     VarRead copies the current value out (a later VarWrite does not change an earlier read);
+//     VarWrite replaces it. Values of the variable's exact type (element and length) only, no
+//     conversion. Variables belong to the row: every row starts them afresh from its VarInit, and
+//     a VarInit inside a loop body starts the variable afresh on every trip.
+//   - Loops: ForBegin evaluates its start, end and step (integer scalars, exact int64) once, when
+//     it is reached; a step <= 0 is an error naming the ForBegin. The body (the ops up to the
+//     matching ForEnd) then runs with the induction value start, start+step, ... while < end, and
+//     not at all when start >= end; ForEnd jumps back to the op after its ForBegin or falls
+//     through. A nested loop re-evaluates its bounds every time it is reached. Every value defined
+//     in a body is recomputed on each trip. An induction value that would overflow int64 when
+//     stepped past the last trip is an error (the GPU's increment would wrap), reported by the
+//     ForBegin before its first trip, and so is a row whose loops would run more than
+//     RunOptions::maxLoopTripsPerRow trips in all (counted at each ForBegin, before its first
+//     trip), so a bad kernel cannot hang the oracle. Errors inside a loop name the induction
+//     values of the open loops next to the row.
+//   - Validation of the structure (before the first row, "invalid KIR" naming the op): every
+//     ForBegin has exactly one later ForEnd whose ival names it and loops nest (a ForEnd names the
+//     innermost open ForBegin); VarRead/VarWrite name an earlier VarInit whose scope (the
+//     innermost loop around the VarInit, or the whole row) is still open; VarInit, VarRead and
+//     VarWrite types equal the variable's; a value defined in a body (the induction value
+//     included) is used only before its ForEnd; a VarInit, VarWrite, ForEnd or Store is not a
+//     value and cannot be an operand.
 //   - Rows iterate over the product of the row variables' extents, the last variable fastest;
-//     each row evaluates Kernel::ops in order. An error stops the run; outputs written by earlier
-//     rows stay written.
+//     each row evaluates Kernel::ops in order (loops as above). An error stops the run; outputs
+//     written by earlier rows (and earlier trips) stay written.
 #pragma once
 
 #include <cstdint>
@@ -96,6 +120,10 @@ struct RunOptions {
   /// offset the kernel stores to (normally the tensor's element count, in its own layout). Every
   /// store also writes its unrounded fp64 value there at the same linear offset.
   std::map<int, std::vector<double>*> fp64Outputs;
+
+  /// The most loop trips one row may run, all loops of the row together (nested trips count
+  /// once each); a row that would run more is an error before the offending loop starts.
+  int64_t maxLoopTripsPerRow = int64_t{1} << 31;
 };
 
 /// Binds `args` (see bindArguments) and runs the kernel over every row.

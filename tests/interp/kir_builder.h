@@ -153,6 +153,40 @@ class KirBuilder {
   }
   void name(int value, const std::string& n) { k_.ops[value].name = n; }
 
+  /// Splat(scalar) to a vector of `length` elements of the scalar's type.
+  int splat(int scalar, int64_t length) {
+    return vectorOp(OpCode::Splat, {scalar}, {k_.ops[scalar].type.elem, length});
+  }
+  /// `var x = init`: returns the VarInit's id, which names the variable.
+  int varInit(int init) {
+    kir::Op op = make(OpCode::VarInit, k_.ops[init].type);
+    op.operands = {init};
+    return push(op);
+  }
+  int varRead(int var) {
+    kir::Op op = make(OpCode::VarRead, k_.ops[var].type);
+    op.ival = var;
+    return push(op);
+  }
+  void varWrite(int var, int value) {
+    kir::Op op = make(OpCode::VarWrite, {});
+    op.ival = var;
+    op.operands = {value};
+    push(op);
+  }
+  /// `for i in start .. end step step {`: returns the ForBegin's id, the induction value.
+  int forBegin(int start, int end, int step) {
+    kir::Op op = make(OpCode::ForBegin, scalarType(Dtype::I64));
+    op.operands = {start, end, step};
+    return push(op);
+  }
+  /// `}` of the loop `begin`.
+  void forEnd(int begin) {
+    kir::Op op = make(OpCode::ForEnd, {});
+    op.ival = begin;
+    push(op);
+  }
+
   kir::Kernel& kernel() { return k_; }
   kir::Kernel take() { return std::move(k_); }
 
