@@ -70,7 +70,7 @@ rt::Device* device(std::string* whyNot) {
 std::optional<kir::Kernel> instantiateDsl(const std::string& file, const std::string& kernel,
                                           const std::map<std::string, int64_t>& config, std::string& error) {
   frontend::DiagnosticEngine diags;
-  std::optional<frontend::Module> m = frontend::parseFile(sourceRoot() + "/kernels_dsl/" + file, diags);
+  std::optional<frontend::Module> m = frontend::parseFile(sourceRoot() + "/" + file, diags);
   std::optional<kir::Kernel> k;
   if (m) k = frontend::instantiate(*m, kernel, config, diags);
   if (!k) error = diags.render();

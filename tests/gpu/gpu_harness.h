@@ -34,7 +34,7 @@ std::vector<CodeObject> findCodeObjects(const std::string& kernel);
 /// The process's device, or nullptr with `whyNot` set (no driver, no device).
 rt::Device* device(std::string* whyNot);
 
-/// Parses kernels_dsl/<file> and instantiates `kernel` at `config`; nullopt with the rendered
+/// Parses <file> (a path under the repository root) and instantiates `kernel` at `config`; nullopt with the rendered
 /// diagnostics in `error` when either fails.
 std::optional<kir::Kernel> instantiateDsl(const std::string& file, const std::string& kernel,
                                           const std::map<std::string, int64_t>& config, std::string& error);

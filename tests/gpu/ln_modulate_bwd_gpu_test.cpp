@@ -197,7 +197,7 @@ TEST_P(LnModulateBwdPerTokenGpu, MatchesFp64InterpreterAndIsDeterministic) {
   auto objects = gputest::findCodeObjects(name);
   ASSERT_FALSE(objects.empty()) << "no " << name << " code objects in " << gputest::gpuKernelsDir();
   std::string error;
-  auto reference = gputest::instantiateDsl("ln_modulate.mxk", name, {}, error);
+  auto reference = gputest::instantiateDsl("kernels_dsl/ln_modulate.mxk", name, {}, error);
   ASSERT_TRUE(reference) << error;
 
   int64_t T = GetParam();
@@ -217,7 +217,7 @@ TEST_P(LnModulateBwdPerTokenGpu, MatchesFp64InterpreterAndIsDeterministic) {
 
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
-    auto kernel = gputest::instantiateDsl("ln_modulate.mxk", name, obj.metadata.config, error);
+    auto kernel = gputest::instantiateDsl("kernels_dsl/ln_modulate.mxk", name, obj.metadata.config, error);
     ASSERT_TRUE(kernel) << error;
     auto first = runPerToken(*dev, obj, *kernel, in);
     ASSERT_TRUE(first.isOk()) << first.status().message();

@@ -193,13 +193,13 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
   ASSERT_FALSE(objects.empty()) << "no " << variant.kernel << " code objects in " << gputest::gpuKernelsDir();
 
   std::string error;
-  std::optional<kir::Kernel> reference = gputest::instantiateDsl("ln_modulate.mxk", variant.kernel, {}, error);
+  std::optional<kir::Kernel> reference = gputest::instantiateDsl("kernels_dsl/ln_modulate.mxk", variant.kernel, {}, error);
   ASSERT_TRUE(reference) << error;
   HostProblem p = makeProblem(shape, variant.perToken, *reference, 20261130 + shape.tokens);
 
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
-    std::optional<kir::Kernel> kernel = gputest::instantiateDsl("ln_modulate.mxk", variant.kernel, obj.metadata.config, error);
+    std::optional<kir::Kernel> kernel = gputest::instantiateDsl("kernels_dsl/ln_modulate.mxk", variant.kernel, obj.metadata.config, error);
     ASSERT_TRUE(kernel) << error;
     Expected<std::unique_ptr<rt::LoadedKernel>> loaded =
         rt::loadKernel(*dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())), obj.metadata);

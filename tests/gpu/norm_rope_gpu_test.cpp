@@ -206,7 +206,7 @@ TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
   auto objects = gputest::findCodeObjects("norm_rope_qkv_fwd");
   ASSERT_FALSE(objects.empty()) << "no norm_rope_qkv_fwd code objects in " << gputest::gpuKernelsDir();
   std::string error;
-  auto reference = gputest::instantiateDsl("norm_rope.mxk", "norm_rope_qkv_fwd", {}, error);
+  auto reference = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_qkv_fwd", {}, error);
   ASSERT_TRUE(reference) << error;
 
   auto [shape, layout] = GetParam();
@@ -223,7 +223,7 @@ TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
 
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
-    auto kernel = gputest::instantiateDsl("norm_rope.mxk", "norm_rope_qkv_fwd", obj.metadata.config, error);
+    auto kernel = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_qkv_fwd", obj.metadata.config, error);
     ASSERT_TRUE(kernel) << error;
     auto loaded = rt::loadKernel(*dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())), obj.metadata);
     ASSERT_TRUE(loaded.isOk()) << loaded.status().message();

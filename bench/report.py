@@ -1,0 +1,267 @@
+"""Derived figures, targets, and the written results (JSON, Markdown, PNG) of a benchmark run.
+
+Needs no torch (the CPU smoke test runs it on synthetic data); matplotlib only for the chart.
+A run's document holds raw measurements (median ms per implementation); finalize() adds the
+bandwidths, ratios to copy, speedups and the pass/miss of every target of DESIGN.md section 10.
+"""
+import json
+import pathlib
+
+IMPLS = ("mxfp6c", "eager", "torch_compile", "triton")
+LABELS = {"mxfp6c": "mxfp6c (ours)", "eager": "PyTorch eager", "torch_compile": "torch.compile",
+          "triton": "Triton (baseline)"}
+BASELINES = IMPLS[1:]
+# DESIGN.md section 10. Only forward kernels exist yet, so only the forward bandwidth target applies.
+TARGETS = {
+    "forward_copy_ratio": 0.90,          # effective bandwidth / device copy bandwidth ...
+    "copy_ratio_min_tokens": 16384,      # ... at T >= 16384 tokens
+    "faster_than": ["torch_compile", "triton"],  # on every shape
+    "host_launch_python_us": 8.0,        # through the Python op (here: ctypes, the closest we have)
+    "host_launch_cpp_us": 4.0,           # from C++: not measured by this harness
+}
+
+
+def copy_ceiling(doc):
+    """The higher of the copy bandwidths measured at the start and end of the run: ratios are
+    then never flattered by a slow copy measurement."""
+    runs = [doc.get("copy", {}).get(k) for k in ("start", "end")]
+    values = [r["tbps"] for r in runs if r and r.get("tbps")]
+    return max(values) if values else None
+
+
+def _timed(impl):
+    return impl is not None and impl.get("median_ms") is not None
+
+
+def _derive(impl, nbytes, ceiling):
+    if _timed(impl):
+        impl["tbps"] = nbytes / impl["median_ms"] / 1e9
+        impl["copy_ratio"] = impl["tbps"] / ceiling if ceiling else None
+
+
+def finalize(doc):
+    ceiling = copy_ceiling(doc)
+    doc.setdefault("copy", {})["ceiling_tbps"] = ceiling
+    start, end = doc["copy"].get("start"), doc["copy"].get("end")
+    if start and end and start.get("tbps") and end.get("tbps"):
+        doc["copy"]["drift"] = abs(start["tbps"] - end["tbps"]) / max(start["tbps"], end["tbps"])
+    for rec in doc.get("results", []):
+        impls = rec.get("impls", {})
+        for impl in impls.values():
+            _derive(impl, rec["min_bytes"], ceiling)
+            for entry in impl.get("all", []):
+                _derive(entry, rec["min_bytes"], ceiling)
+        ours = impls.get("mxfp6c")
+        rec["speedup"] = {b: impls[b]["median_ms"] / ours["median_ms"]
+                          for b in BASELINES if _timed(ours) and _timed(impls.get(b))}
+        rec["verdict"] = _verdicts(rec, ours, impls)
+    host = doc.get("host_launch") or {}
+    if host.get("mxfp6c_prepared_us") is not None:
+        host["verdict_python_op"] = "pass" if host["mxfp6c_prepared_us"] <= TARGETS["host_launch_python_us"] else "miss"
+    doc["targets"] = TARGETS
+    return doc
+
+
+def _verdicts(rec, ours, impls):
+    v = {}
+    valid = _timed(ours) and ours.get("ok")
+    if not valid:
+        v["copy"] = "invalid" if _timed(ours) else "no result"
+    elif rec["tokens"] < TARGETS["copy_ratio_min_tokens"]:
+        v["copy"] = "n/a"
+    elif ours.get("copy_ratio") is None:
+        v["copy"] = "no copy figure"
+    else:
+        v["copy"] = "pass" if ours["copy_ratio"] >= TARGETS["forward_copy_ratio"] else "miss"
+    for b in TARGETS["faster_than"]:
+        base = impls.get(b)
+        if not valid:
+            v[b] = v["copy"] if v["copy"] in ("invalid", "no result") else "invalid"
+        elif not _timed(base):
+            v[b] = "no baseline"
+        else:
+            v[b] = "pass" if ours["median_ms"] < base["median_ms"] else "miss"
+            if not base.get("ok"):
+                v[b] += " (baseline failed its check)"
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+def _num(x, fmt):
+    return "—" if x is None else format(x, fmt)
+
+
+def _cell_tbps(impl):
+    if impl is None:
+        return "—"
+    if impl.get("error") and not _timed(impl):
+        return "error"
+    s = _num(impl.get("tbps"), ".2f")
+    return s + (" ✗" if _timed(impl) and not impl.get("ok") else "")
+
+
+def _us(impl):
+    return _num(impl["median_ms"] * 1e3 if _timed(impl) else None, ".1f")
+
+
+def _sorted(results):
+    order = {"ln_modulate_fwd": 0, "norm_rope_qkv_fwd": 1, "norm_rope_fwd": 2}
+    return sorted(results, key=lambda r: (order.get(r["kernel"], 9), r.get("shape", {}).get("layout", ""), r["tokens"]))
+
+
+def markdown(doc):
+    env, copy, method = doc.get("environment", {}), doc.get("copy", {}), doc.get("method", {})
+    out = [f"# mxfp6c benchmark: {env.get('gpu', '?')}, {doc.get('date', '?')}", ""]
+    out.append(f"Command (repository root): `{doc.get('command', '?')}`  ")
+    out.append("Software: " + ", ".join(f"{k} {env[k]}" for k in ("torch", "triton", "cuda") if k in env) + "  ")
+    if env.get("sms"):
+        out.append(f"GPU: {env.get('gpu')}, {env['sms']} SMs, L2 {env.get('l2_mb', '?')} MB, {env.get('target', '')}  ")
+    start, end = (copy.get(k) or {} for k in ("start", "end"))
+    out.append(f"Device copy ({_num((start.get('bytes_moved') or 0) / 1e9, '.1f')} GB moved): start "
+               f"{_num(start.get('tbps'), '.3f')} TB/s, end {_num(end.get('tbps'), '.3f')} TB/s; "
+               f"ratios use {_num(copy.get('ceiling_tbps'), '.3f')} TB/s (the higher)  ")
+    for key in ("timing", "torch_compile", "inputs", "checks", "bytes"):
+        if method.get(key):
+            out.append(f"{key.replace('_', '.') if key == 'torch_compile' else key.capitalize()}: {method[key]}  ")
+    out += ["", "TB/s = minimal bytes / median time. ✗ = failed its check against fp64 (number kept, flagged). "
+            f"Targets: ours ≥ {TARGETS['forward_copy_ratio']:.0%} of copy at T ≥ {TARGETS['copy_ratio_min_tokens']}; "
+            "faster than torch.compile and Triton on every shape.", ""]
+    head = ["kernel", "shape", "min MB", "copy@size TB/s", "ours µs", "ours TB/s", "% copy", "eager TB/s",
+            "compile TB/s", "Triton TB/s", "× eager", "× compile", "× Triton", "ours config",
+            "≥90% copy", "faster than compile", "faster than Triton"]
+    out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for rec in _sorted(doc.get("results", [])):
+        impls, sp, v = rec.get("impls", {}), rec.get("speedup", {}), rec.get("verdict", {})
+        ours = impls.get("mxfp6c") or {}
+        row = [rec["kernel"], rec["label"], _num(rec["min_bytes"] / 1e6, ".1f"),
+               _num((rec.get("copy_same_size") or {}).get("tbps"), ".2f"), _us(ours), _cell_tbps(ours),
+               _num(ours["copy_ratio"] * 100 if ours.get("copy_ratio") is not None else None, ".1f")]
+        row += [_cell_tbps(impls.get(b)) for b in BASELINES]
+        row += [_num(sp.get(b), ".2f") for b in BASELINES]
+        row += [ours.get("config", "—"), v.get("copy", "—"), v.get("torch_compile", "—"), v.get("triton", "—")]
+        out.append("| " + " | ".join(str(c) for c in row) + " |")
+    out += _schedules_table(doc) + _baselines_table(doc) + _host_table(doc) + _problems(doc)
+    return "\n".join(out) + "\n"
+
+
+def _schedules_table(doc):
+    out = ["", "## Every code object of ours", "",
+           "| kernel | shape | config | µs (p10–p90) | TB/s | % copy | regs | check |", "|---|---|---|---|---|---|---|---|"]
+    for rec in _sorted(doc.get("results", [])):
+        for e in (rec.get("impls", {}).get("mxfp6c") or {}).get("all", []):
+            spread = (f"{e['median_ms'] * 1e3:.1f} ({e['p10_ms'] * 1e3:.1f}–{e['p90_ms'] * 1e3:.1f})"
+                      if _timed(e) and e.get("p10_ms") is not None else _us(e))
+            check = "error: " + e["error"] if e.get("error") else ("ok" if e.get("ok") else "FAILED")
+            out.append(f"| {rec['kernel']} | {rec['label']} | {e.get('config')} | {spread} | "
+                       f"{_num(e.get('tbps'), '.2f')} | {_num((e.get('copy_ratio') or 0) * 100, '.1f')} | "
+                       f"{(e.get('resources') or {}).get('registers', '—')} | {check} |")
+    return out
+
+
+def _baselines_table(doc):
+    out = ["", "## Baselines: configs and first-call cost", "",
+           "| kernel | shape | Triton config | Triton first call s (compile + autotune) | torch.compile first call s |",
+           "|---|---|---|---|---|"]
+    for rec in _sorted(doc.get("results", [])):
+        tri, comp = rec["impls"].get("triton") or {}, rec["impls"].get("torch_compile") or {}
+        cfg = tri.get("config")
+        cfg = ", ".join(f"{k}={v}" for k, v in cfg.items()) if isinstance(cfg, dict) else "—"
+        out.append(f"| {rec['kernel']} | {rec['label']} | {cfg} | {_num(tri.get('first_call_s'), '.1f')} | "
+                   f"{_num(comp.get('first_call_s'), '.1f')} |")
+    return out
+
+
+def _host_table(doc):
+    host = doc.get("host_launch")
+    if not host:
+        return []
+    out = ["", "## Host time per launch (Python, one-program grid, best of loops)", ""]
+    if host.get("error"):
+        return out + [f"not measured: {host['error']}"]
+    t = TARGETS["host_launch_python_us"]
+    out += ["| path | µs per launch | target |", "|---|---|---|",
+            f"| mxfp6c via ctypes, arguments packed once | {_num(host.get('mxfp6c_prepared_us'), '.2f')} | "
+            f"≤ {t} through the Python op: {host.get('verdict_python_op', '—')} |",
+            f"| mxfp6c via ctypes, arguments packed from tensors every call | "
+            f"{_num(host.get('mxfp6c_pack_each_call_us'), '.2f')} | — |",
+            f"| Triton direct launch (fixed config, no autotuner) | {_num(host.get('triton_direct_us'), '.2f')} | — |",
+            "", f"C++ launch (target ≤ {TARGETS['host_launch_cpp_us']} µs) is not measured here. Kernel: "
+            f"{host.get('kernel', '?')} {host.get('config', '')}."]
+    return out
+
+
+def _problems(doc):
+    out = []
+    for rec in _sorted(doc.get("results", [])):
+        for name, impl in rec.get("impls", {}).items():
+            entries = [impl] + [dict(e, name=f"{name} {e.get('config')}") for e in impl.get("all", [])]
+            for e in entries:
+                if e.get("error"):
+                    out.append(f"- {rec['name']} {e.get('name', name)}: error: {e['error']}")
+                elif e.get("check") and not e["check"].get("ok"):
+                    out.append(f"- {rec['name']} {e.get('name', name)}: check FAILED: {json.dumps(e['check'])}")
+    out = sorted(set(out))
+    for s in doc.get("skipped", []):
+        out.append(f"- {s['name']}: not run ({s['why']})")
+    return (["", "## Failures, errors, skipped", ""] + out) if out else []
+
+
+# ---------------------------------------------------------------------------------------------
+# Chart
+
+def chart(doc, path):
+    """Effective bandwidth per kernel and shape, ours against the baselines, with the copy
+    ceiling and the 90 % target as lines. Flagged (failed check) bars are hatched."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = _sorted(doc.get("results", []))
+    families = list(dict.fromkeys(r["family"] for r in results))
+    if not families:
+        return False
+    fig, axes = plt.subplots(1, len(families), figsize=(6 * len(families), 5), squeeze=False)
+    ceiling = doc.get("copy", {}).get("ceiling_tbps")
+    width = 0.8 / len(IMPLS)
+    for ax, family in zip(axes[0], families):
+        recs = [r for r in results if r["family"] == family]
+        for i, impl in enumerate(IMPLS):
+            for j, rec in enumerate(recs):
+                e = rec["impls"].get(impl) or {}
+                if e.get("tbps") is None:
+                    continue
+                ax.bar(j + (i - (len(IMPLS) - 1) / 2) * width, e["tbps"], width, color=f"C{i}",
+                       hatch="//" if not e.get("ok") else None, label=LABELS[impl] if j == 0 else None)
+        if ceiling:
+            ax.axhline(ceiling, color="k", linestyle="--", linewidth=1, label=f"device copy {ceiling:.2f} TB/s")
+            ax.axhline(ceiling * TARGETS["forward_copy_ratio"], color="k", linestyle=":", linewidth=1,
+                       label=f"{TARGETS['forward_copy_ratio']:.0%} of copy (target)")
+        ax.set_xticks(range(len(recs)))
+        ax.set_xticklabels([r["label"].replace(" ", "\n", 1) for r in recs], fontsize=8)
+        ax.set_title(family, fontsize=10)
+        ax.set_ylabel("effective bandwidth, TB/s")
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{doc.get('environment', {}).get('gpu', '')} {doc.get('date', '')}: minimal bytes / median time")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return True
+
+
+def write(doc, out_dir, stem, with_chart=True):
+    """Writes <stem>.json and <stem>.md (and <stem>.png) into out_dir; returns the Markdown."""
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    finalize(doc)
+    if with_chart:
+        try:
+            if chart(doc, out_dir / f"{stem}.png"):
+                doc["chart"] = f"{stem}.png"
+        except Exception as e:  # the numbers matter more than the picture
+            doc["chart_error"] = f"{type(e).__name__}: {e}"
+    md = markdown(doc)
+    (out_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    (out_dir / f"{stem}.md").write_text(md)
+    return md
