@@ -108,7 +108,9 @@ def _us(impl):
 
 def _sorted(results):
     order = {"ln_modulate_fwd": 0, "norm_rope_qkv_fwd": 1, "norm_rope_fwd": 2}
-    return sorted(results, key=lambda r: (order.get(r["kernel"], 9), r.get("shape", {}).get("layout", ""), r["tokens"]))
+    layouts = {"megatron": 0, "blocked": 1}
+    return sorted(results, key=lambda r: (order.get(r["kernel"], 9), layouts.get(r.get("shape", {}).get("layout"), 2),
+                                          r["tokens"]))
 
 
 def markdown(doc):
@@ -242,9 +244,17 @@ def chart(doc, path):
         ax.set_xticklabels([r["label"].replace(" ", "\n", 1) for r in recs], fontsize=8)
         ax.set_title(family, fontsize=10)
         ax.set_ylabel("effective bandwidth, TB/s")
-        ax.legend(fontsize=7, loc="lower right")
-    fig.suptitle(f"{doc.get('environment', {}).get('gpu', '')} {doc.get('date', '')}: minimal bytes / median time")
-    fig.tight_layout()
+        top = max([ceiling or 0] + [(r["impls"].get(i) or {}).get("tbps") or 0 for r in recs for i in IMPLS])
+        ax.set_ylim(0, top * 1.1 or 1)
+    # One legend for all panels, below them, so it never hides a bar.
+    handles = {}
+    for ax in axes[0]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles), fontsize=8)
+    fig.suptitle(f"{doc.get('environment', {}).get('gpu', '')} {doc.get('date', '')}: minimal bytes / median time "
+                 "(hatched: failed its check)")
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return True

@@ -118,7 +118,7 @@ def run_ours(ctx, p):
     return {**{k: v for k, v in best.items() if k != "all"}, "all": entries}
 
 
-def run_baseline(ctx, p, name, fn, out_fn=None):
+def run_baseline(ctx, p, fn, out_fn=None):
     """fn() runs the baseline; its first call is timed on the host (compile, autotune). The check
     runs on a later call: into poisoned outputs through out_fn where the baseline takes `out=`."""
     import measure
@@ -158,14 +158,18 @@ def run_problem(ctx, p, seed):
         rec["copy_same_size"] = measure.copy_bandwidth(rec["min_bytes"] // 2, ctx.args.warmup_ms, ctx.args.rep_ms, DEVICE)
         rec["impls"]["mxfp6c"] = run_ours(ctx, p)
         if "eager" not in ctx.args.skip:
-            rec["impls"]["eager"] = run_baseline(ctx, p, "eager", lambda: p.torch_fn(*p.args))
+            rec["impls"]["eager"] = run_baseline(ctx, p, lambda: p.torch_fn(*p.args))
         if "torch_compile" not in ctx.args.skip:
-            torch._dynamo.reset()  # a fresh cache per shape: no recompile limit, no silent fallback
-            compiled = torch.compile(p.torch_fn, mode=ctx.args.compile_mode, dynamic=False, fullgraph=True)
-            rec["impls"]["torch_compile"] = run_baseline(ctx, p, "torch_compile", lambda: compiled(*p.args))
+            try:
+                torch._dynamo.reset()  # a fresh cache per shape: no recompile limit, no silent fallback
+                compiled = torch.compile(p.torch_fn, mode=ctx.args.compile_mode, dynamic=False, fullgraph=True)
+            except Exception as ex:
+                rec["impls"]["torch_compile"] = {"ok": False, "error": error_text(ex)}
+            else:
+                rec["impls"]["torch_compile"] = run_baseline(ctx, p, lambda: compiled(*p.args))
         if "triton" not in ctx.args.skip:
             tfn = triton_baselines.IMPLEMENTATIONS[p.kernel][0]
-            tri = rec["impls"]["triton"] = run_baseline(ctx, p, "triton", lambda: tfn(*p.args),
+            tri = rec["impls"]["triton"] = run_baseline(ctx, p, lambda: tfn(*p.args),
                                                         out_fn=lambda outs: tfn(*p.args, out=outs))
             if "error" not in tri:
                 tri["config"] = triton_baselines.best_config(p.kernel)
@@ -235,7 +239,12 @@ def main():
 
     tag = args.tag or env["gpu"].split()[-1].lower()
     stem = f"{datetime.date.today().isoformat()}-{tag}"
+    for n in range(2, 100):  # never overwrite an earlier run of the same day
+        if not (pathlib.Path(args.out) / f"{stem}.json").exists():
+            break
+        stem = f"{datetime.date.today().isoformat()}-{tag}-{n}"
     items = [p for p in problems.plan() if not args.only or any(s in p.name for s in args.only)]
+    log(t0, f"{len(items)} kernel/shapes, time budget {args.time_budget:g} s: " + ", ".join(p.name for p in items))
     smallest = min((p.min_bytes() for p in items), default=0)
     doc = {
         "schema": 1, "date": datetime.date.today().isoformat(),

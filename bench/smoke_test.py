@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""CPU smoke test of the benchmark harness, for CI (no GPU, no torch, no matplotlib needed):
+every bench/*.py compiles; the ctypes table matches runtime/mxfp6rt.h; the library loads and
+answers errors through mxrt_last_error; every code object's metadata packs into launch arguments;
+the report derives figures and verdicts from a synthetic run.
+
+    python3 bench/smoke_test.py [--lib build/lib/libmxfp6rt.so] [--kernels build/gpu_kernels]
+"""
+import argparse
+import ctypes
+import pathlib
+import py_compile
+import re
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import mxfp6rt  # noqa: E402
+import report  # noqa: E402
+
+RESULTS = {"passed": 0, "failed": 0}
+
+
+def case(name, fn):
+    try:
+        fn()
+        RESULTS["passed"] += 1
+        print(f"ok    {name}")
+    except Exception as e:  # report every failure, not just the first
+        RESULTS["failed"] += 1
+        print(f"FAIL  {name}: {type(e).__name__}: {e}")
+
+
+def compiles():
+    for path in sorted(HERE.glob("*.py")):
+        with tempfile.TemporaryDirectory() as d:
+            py_compile.compile(str(path), cfile=str(pathlib.Path(d) / "x.pyc"), doraise=True)
+
+
+# C spellings of the header -> the ctypes types the binding must declare for them.
+C_TYPES = {
+    "int": ctypes.c_int, "const char*": ctypes.c_char_p, "void*": ctypes.c_void_p, "const void*": ctypes.c_void_p,
+    "void**": ctypes.POINTER(ctypes.c_void_p), "size_t": ctypes.c_size_t, "int64_t": ctypes.c_int64, "uint8_t": ctypes.c_uint8,
+    "mxrt_device*": ctypes.c_void_p, "const mxrt_device*": ctypes.c_void_p, "mxrt_kernel*": ctypes.c_void_p,
+    "const mxrt_kernel*": ctypes.c_void_p, "mxrt_device**": ctypes.POINTER(ctypes.c_void_p),
+    "mxrt_kernel**": ctypes.POINTER(ctypes.c_void_p), "const mxrt_arg*": ctypes.POINTER(mxfp6rt.MxrtArg),
+    "uint32_t[3]": ctypes.POINTER(ctypes.c_uint32), "const uint32_t[3]": ctypes.POINTER(ctypes.c_uint32),
+}
+
+
+def header_prototypes(header):
+    """{name: (return C type, [parameter C types])} of every MXRT_API function in the header."""
+    text = re.sub(r"/\*.*?\*/", "", header.read_text(), flags=re.S)
+    protos = {}
+    for ret, name, params in re.findall(r"MXRT_API\s+([\w\s\*]+?)\s*\b(mxrt_\w+)\s*\(([^)]*)\)\s*;", text):
+        types = []
+        for p in params.split(","):
+            p = " ".join(p.split())
+            if p in ("void", ""):
+                continue
+            array = re.search(r"\[(\d+)\]$", p)
+            p = re.sub(r"\[\d+\]$", "", p)
+            ctype = re.sub(r"\s*\b\w+$", "", p)  # drop the parameter name
+            ctype = re.sub(r"\s*\*", "*", ctype).strip() + (f"[{array.group(1)}]" if array else "")
+            types.append(ctype)
+        protos[name] = (re.sub(r"\s*\*", "*", " ".join(ret.split())), types)
+    return protos
+
+
+def signatures_match_header():
+    protos = header_prototypes(mxfp6rt.REPO / "runtime" / "mxfp6rt.h")
+    assert protos, "no prototypes parsed"
+    assert set(protos) == set(mxfp6rt.SIGNATURES), (
+        f"header only: {sorted(set(protos) - set(mxfp6rt.SIGNATURES))}, "
+        f"binding only: {sorted(set(mxfp6rt.SIGNATURES) - set(protos))}")
+    for name, (ret, params) in protos.items():
+        restype, argtypes = mxfp6rt.SIGNATURES[name]
+        assert C_TYPES[ret] == restype, f"{name}: returns {ret}, bound as {restype}"
+        want = [C_TYPES[p] for p in params]
+        assert want == argtypes, f"{name}: header ({', '.join(params)}), bound {argtypes}"
+
+
+def arg_layout():
+    # struct mxrt_arg { int32_t kind; union { void*, int32_t, int64_t, float } value; } on LP64.
+    assert ctypes.sizeof(mxfp6rt.MxrtArg) == 16
+    assert mxfp6rt.MxrtArg.value.offset == 8
+    enum = re.findall(r"MXRT_ARG_(\w+)\s*=\s*(\d+)", (mxfp6rt.REPO / "runtime" / "mxfp6rt.h").read_text())
+    assert {k.lower(): int(v) for k, v in enum} == mxfp6rt.ARG_KINDS
+
+
+def library_errors(lib):
+    rt = mxfp6rt.Runtime(lib)
+    try:
+        dev = rt.open_device()
+        dev.close()  # a GPU machine: opening works
+    except mxfp6rt.MxrtError as e:
+        assert e.status == 2 and "mxrt_device_open" in str(e), e  # UNAVAILABLE, with the driver's reason
+    grid = mxfp6rt.Grid()
+    assert rt.lib.mxrt_kernel_grid_for_rows(None, 4, grid) == 1
+    assert "kernel is NULL" in rt.last_error(), rt.last_error()
+    assert rt.lib.mxrt_kernel_launch(None, grid, None, (mxfp6rt.MxrtArg * 1)(), 1) == 1
+
+
+def metadata_packs(folder):
+    objects = mxfp6rt.find_code_objects(folder)
+    assert objects, f"no code objects in {folder}"
+    for path, meta in objects:
+        values = {a["name"]: 256 if a["kind"] == "ptr" else 3 for a in meta["abi"]}
+        args = mxfp6rt.pack_args(meta, values)
+        assert [a.kind for a in args] == [mxfp6rt.ARG_KINDS[a["kind"]] for a in meta["abi"]], path
+        assert meta["rows_per_program"] >= 1, path
+        values.pop(meta["abi"][0]["name"])
+        try:
+            mxfp6rt.pack_args(meta, values)
+            raise AssertionError("a missing ABI value must raise")
+        except KeyError:
+            pass
+
+
+def synthetic_doc():
+    impl = lambda ms, ok=True: {"median_ms": ms, "p10_ms": ms, "p90_ms": ms, "ok": ok}
+    rec = lambda tokens, ours, comp, tri, ok=True: {
+        "name": f"k:{tokens}", "kernel": "ln_modulate_fwd", "family": "LN", "label": f"T={tokens}", "tokens": tokens,
+        "shape": {"T": tokens}, "min_bytes": int(4e8),
+        "impls": {"mxfp6c": {**impl(ours, ok), "config": "ROWS=1", "all": [dict(impl(ours, ok), config="ROWS=1")]},
+                  "eager": impl(1.0), "torch_compile": impl(comp), "triton": impl(tri, False)}}
+    return {"date": "2000-01-01", "command": "python3 bench/run.py", "environment": {"gpu": "test"},
+            "copy": {"start": {"tbps": 4.0, "bytes_moved": 1}, "end": {"tbps": 4.2, "bytes_moved": 1}},
+            "host_launch": {"mxfp6c_prepared_us": 5.0}, "skipped": [{"name": "k:1", "why": "time budget"}],
+            # 4e8 bytes in 0.1 ms = 4 TB/s = 95 % of 4.2; in 0.2 ms = 2 TB/s.
+            "results": [rec(16384, 0.1, 0.2, 0.3), rec(32768, 0.2, 0.1, 0.3), rec(4096, 0.2, 0.3, 0.3),
+                        rec(65536, 0.1, 0.2, 0.3, ok=False)]}
+
+
+def report_verdicts():
+    doc = report.finalize(synthetic_doc())
+    assert doc["copy"]["ceiling_tbps"] == 4.2
+    v = [r["verdict"] for r in doc["results"]]
+    assert v[0] == {"copy": "pass", "torch_compile": "pass", "triton": "pass (baseline failed its check)"}, v[0]
+    assert v[1]["copy"] == "miss" and v[1]["torch_compile"] == "miss", v[1]
+    assert v[2]["copy"] == "n/a", v[2]
+    assert v[3]["copy"] == "invalid" and v[3]["torch_compile"] == "invalid", v[3]
+    assert abs(doc["results"][0]["speedup"]["torch_compile"] - 2.0) < 1e-9
+    assert doc["host_launch"]["verdict_python_op"] == "pass"
+    with tempfile.TemporaryDirectory() as d:
+        md = report.write(synthetic_doc(), d, "t", with_chart=False)
+        assert (pathlib.Path(d) / "t.json").is_file() and (pathlib.Path(d) / "t.md").is_file()
+    assert "| ln_modulate_fwd | T=16384 |" in md and "4.00" in md and "✗" in md and "not run (time budget)" in md, md
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default=mxfp6rt.default_library_path())
+    ap.add_argument("--kernels", default=str(mxfp6rt.REPO / "build" / "gpu_kernels"))
+    args = ap.parse_args()
+    case("every bench/*.py compiles", compiles)
+    case("ctypes signatures match runtime/mxfp6rt.h", signatures_match_header)
+    case("mxrt_arg layout and kind codes", arg_layout)
+    if pathlib.Path(args.lib).is_file():
+        case("library loads; errors come back through mxrt_last_error", lambda: library_errors(args.lib))
+    else:
+        print(f"skip  library checks: no {args.lib}")
+    if pathlib.Path(args.kernels).is_dir():
+        case("every code object's metadata packs into launch arguments", lambda: metadata_packs(args.kernels))
+    else:
+        print(f"skip  metadata checks: no {args.kernels}")
+    case("report: bandwidth, ratios, speedups, pass/miss", report_verdicts)
+    print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
+    return 1 if RESULTS["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
