@@ -81,13 +81,19 @@ struct Expr {
   int height = 1;
 };
 
-/// A tensor dimension or stride as written: a name or an integer.
+/// A tensor dimension or stride as written: a name, an integer, or (dimensions only) a
+/// parenthesized compile-time expression such as `(C * 3 / 4)`.
 struct SizeRef {
-  std::string name;  // empty for an integer
+  std::string name;  // empty for an integer or an expression
   int64_t value = 0;
-  kir::SourceLoc loc;
+  kir::SourceLoc loc;  // the name, the integer, or the expression's '('
+  ExprPtr expr;        // the expression, when the size is one (then `exprText` is its source)
+  std::string exprText;  // "(C * 3 / 4)", parentheses included, as written
   bool isName() const { return !name.empty(); }
-  std::string text() const { return isName() ? name : std::to_string(value); }
+  bool isExpr() const { return expr != nullptr; }
+  std::string text() const {
+    return isExpr() ? exprText : isName() ? name : std::to_string(value);
+  }
 };
 
 /// A scalar parameter's default value.
@@ -162,13 +168,27 @@ struct RequireDecl {
   kir::SourceLoc loc;   // the 'require' keyword
 };
 
+/// A statement of a row body. Whether `name = expr` binds a new value or assigns a variable
+/// depends on the names in scope, so both are Bind here; the checks and the lowering tell them
+/// apart the same way (a `var` of that name in scope: an assignment).
 struct Stmt {
-  enum class Kind { Bind, Store };
+  enum class Kind {
+    Bind,   // name = value
+    Store,  // name[indices] = value
+    Var,    // var name = value
+    For,    // for name in value .. end (step step)? { body }
+  };
   Kind kind = Kind::Bind;
-  std::string name;  // bound name, or the tensor stored into
-  kir::SourceLoc loc;
+  std::string name;  // bound, assigned or declared name, the tensor stored into, or the loop index
+  kir::SourceLoc loc;            // the name; For: the 'for' keyword
   std::vector<ExprPtr> indices;  // Store
-  ExprPtr value;
+  ExprPtr value;                 // For: the start
+  // For only.
+  kir::SourceLoc nameLoc;  // the loop index
+  ExprPtr end;
+  ExprPtr step;  // null: 1
+  std::vector<Stmt> body;
+  kir::SourceLoc endLoc;  // the closing '}'
 };
 
 struct RowBlock {

@@ -48,6 +48,8 @@ std::optional<Builtin> findBuiltin(std::string_view name) {
       {"mx_scale", Builtin::MxScale},
       {"mx_encode", Builtin::MxEncode},
       {"pack6", Builtin::Pack6},
+      {"zeros", Builtin::Zeros},
+      {"splat", Builtin::Splat},
   };
   for (const auto& [text, b] : kBuiltins)
     if (name == text) return b;
@@ -62,6 +64,7 @@ int builtinArity(Builtin b) {
     case Builtin::GroupSum:
     case Builtin::GroupMax:
     case Builtin::GroupMin:
+    case Builtin::Splat:
       return 2;
     case Builtin::RotatePairs:
     case Builtin::MxScale:

@@ -34,6 +34,8 @@ enum class Builtin {
   MxScale,
   MxEncode,
   Pack6,
+  Zeros,
+  Splat,
 };
 
 std::optional<Builtin> findBuiltin(std::string_view name);

@@ -18,10 +18,12 @@ struct EvalError {
   std::string message;
 };
 
-/// Evaluates a constraint expression (checked at parse time to be well typed: conditions are
-/// 0 or 1). `&&`, `||` and `?:` evaluate only what they need, so `B != 0 && D % B == 0` is
-/// safe. Division by zero and overflow are errors, never undefined behaviour.
-std::optional<int64_t> evaluate(const Expr& e, const Bindings& b, EvalError& err) {
+/// Evaluates a constraint or dimension expression (checked at parse time to be well typed:
+/// conditions are 0 or 1). `&&`, `||` and `?:` evaluate only what they need, so
+/// `B != 0 && D % B == 0` is safe. Division by zero and overflow are errors, never undefined
+/// behaviour; with `exact`, so is a division that leaves a remainder.
+std::optional<int64_t> evaluate(const Expr& e, const Bindings& b, EvalError& err,
+                                bool exact = false) {
   auto fail = [&](std::string message) -> std::optional<int64_t> {
     err = {e.loc, std::move(message)};
     return std::nullopt;
@@ -35,27 +37,27 @@ std::optional<int64_t> evaluate(const Expr& e, const Bindings& b, EvalError& err
       return it->second;
     }
     case ExprKind::Unary: {
-      auto v = evaluate(*e.operands[0], b, err);
+      auto v = evaluate(*e.operands[0], b, err, exact);
       if (!v) return std::nullopt;
       if (e.unaryOp == ast::UnaryOp::Not) return *v == 0 ? 1 : 0;
       if (*v == INT64_MIN) return fail("integer overflow");
       return -*v;
     }
     case ExprKind::Ternary: {
-      auto c = evaluate(*e.operands[0], b, err);
+      auto c = evaluate(*e.operands[0], b, err, exact);
       if (!c) return std::nullopt;
-      return evaluate(*e.operands[*c ? 1 : 2], b, err);
+      return evaluate(*e.operands[*c ? 1 : 2], b, err, exact);
     }
     case ExprKind::Binary:
       break;
     default:
       return fail("not an integer expression");
   }
-  auto l = evaluate(*e.operands[0], b, err);
+  auto l = evaluate(*e.operands[0], b, err, exact);
   if (!l) return std::nullopt;
   if (e.binaryOp == BinaryOp::And && *l == 0) return 0;
   if (e.binaryOp == BinaryOp::Or && *l != 0) return 1;
-  auto r = evaluate(*e.operands[1], b, err);
+  auto r = evaluate(*e.operands[1], b, err, exact);
   if (!r) return std::nullopt;
   int64_t out = 0;
   switch (e.binaryOp) {
@@ -72,6 +74,8 @@ std::optional<int64_t> evaluate(const Expr& e, const Bindings& b, EvalError& err
     case BinaryOp::Rem:
       if (*r == 0) return fail("division by zero");
       if (*l == INT64_MIN && *r == -1) return fail("integer overflow");
+      if (exact && e.binaryOp == BinaryOp::Div && *l % *r != 0)
+        return fail(std::to_string(*l) + " / " + std::to_string(*r) + " is not an integer");
       return e.binaryOp == BinaryOp::Div ? *l / *r : *l % *r;
     case BinaryOp::Eq:
       return *l == *r;
@@ -99,13 +103,31 @@ void collectNames(const Expr& e, std::vector<std::string>& names) {
   for (const ast::ExprPtr& operand : e.operands) collectNames(*operand, names);
 }
 
+/// "C = 8, K = 2": the values of the names `e` uses, for messages.
+std::string valuesUsed(const Expr& e, const Bindings& bindings) {
+  std::vector<std::string> names;
+  collectNames(e, names);
+  std::string values;
+  for (const std::string& n : names) {
+    auto it = bindings.find(n);
+    if (it != bindings.end())
+      values += (values.empty() ? "" : ", ") + n + " = " + std::to_string(it->second);
+  }
+  return values;
+}
+
+bool isTunable(const ast::KernelDecl& kernel, const std::string& name) {
+  return std::any_of(kernel.tunables.begin(), kernel.tunables.end(),
+                     [&](auto& t) { return t.name == name; });
+}
+
 bool allConstraintsHold(const ast::KernelDecl& kernel, const Bindings& bindings) {
   for (const ast::RequireDecl& r : kernel.constraints) {
     EvalError err;
     auto v = evaluate(*r.condition, bindings, err);
     if (!v || *v == 0) return false;
   }
-  return true;
+  return checkDimensions(kernel, bindings, nullptr);
 }
 
 }  // namespace
@@ -212,14 +234,7 @@ bool checkConstraints(const ast::KernelDecl& kernel, const Bindings& bindings,
       continue;
     }
     if (*v != 0) continue;
-    std::vector<std::string> names;
-    collectNames(*r.condition, names);
-    std::string values;
-    for (const std::string& n : names) {
-      auto it = bindings.find(n);
-      if (it != bindings.end())
-        values += (values.empty() ? "" : ", ") + n + " = " + std::to_string(it->second);
-    }
+    std::string values = valuesUsed(*r.condition, bindings);
     std::string message = "constraint '" + r.text + "' is violated";
     if (!values.empty()) message += " with " + values;
     if (!r.message.empty()) message += ": " + r.message;
@@ -227,6 +242,53 @@ bool checkConstraints(const ast::KernelDecl& kernel, const Bindings& bindings,
     ok = false;
   }
   return ok;
+}
+
+bool checkDimensions(const ast::KernelDecl& kernel, const Bindings& bindings,
+                     DiagnosticEngine* diags) {
+  bool ok = true;
+  for (const ast::ParamDecl& p : kernel.params) {
+    for (const ast::SizeRef& dim : p.dims) {
+      std::string where = "dimension '" + dim.text() + "' of '" + p.name + "'";
+      std::optional<int64_t> value;
+      std::string values;
+      if (dim.isExpr()) {
+        EvalError err;
+        value = evaluate(*dim.expr, bindings, err, /*exact=*/true);
+        if (!value) {
+          if (diags) diags->error(err.loc, "in " + where + ": " + err.message);
+          ok = false;
+          continue;
+        }
+        values = valuesUsed(*dim.expr, bindings);
+      } else if (auto bound = bindings.find(dim.name);
+                 dim.isName() && isTunable(kernel, dim.name) && bound != bindings.end()) {
+        value = bound->second;
+      }
+      if (!value || *value >= 1) continue;
+      if (diags)
+        diags->error(dim.loc, where + " is " + std::to_string(*value) +
+                                  (values.empty() ? "" : " with " + values) +
+                                  "; a dimension must be at least 1");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+std::optional<int64_t> dimensionValue(const ast::SizeRef& dim, const ast::KernelDecl& kernel,
+                                      const Bindings& bindings) {
+  if (dim.isExpr()) {
+    EvalError err;
+    return evaluate(*dim.expr, bindings, err, /*exact=*/true);
+  }
+  if (!dim.isName()) return dim.value;
+  bool compileTime = isTunable(kernel, dim.name) ||
+                     std::any_of(kernel.specs.begin(), kernel.specs.end(),
+                                 [&](auto& s) { return s.name == dim.name; });
+  auto bound = bindings.find(dim.name);
+  if (!compileTime || bound == bindings.end()) return std::nullopt;
+  return bound->second;
 }
 
 std::vector<std::map<std::string, int64_t>> enumerateConfigs(

@@ -28,4 +28,18 @@ std::optional<Bindings> bindConfig(const ast::KernelDecl& kernel,
 bool checkConstraints(const ast::KernelDecl& kernel, const Bindings& bindings,
                       DiagnosticEngine& diags);
 
+/// Evaluates every compile-time dimension of the kernel's tensors that is not a literal (a
+/// tunable, or a parenthesized expression such as `(C * 3 / 4)`) at `bindings`; reports each
+/// that is below 1, divides by zero, overflows or divides inexactly (a dimension is a whole
+/// number of elements), at its location. True when all are valid. Specialized sizes are
+/// checked by bindConfig().
+bool checkDimensions(const ast::KernelDecl& kernel, const Bindings& bindings,
+                     DiagnosticEngine* diags);
+
+/// The value of a tensor dimension at `bindings` when it is a compile-time constant: an
+/// integer, a specialized size, a tunable or an expression over them (nullopt when the
+/// expression does not evaluate). nullopt for a runtime dimension.
+std::optional<int64_t> dimensionValue(const ast::SizeRef& dim, const ast::KernelDecl& kernel,
+                                      const Bindings& bindings);
+
 }  // namespace mxfp6::frontend

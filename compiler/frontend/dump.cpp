@@ -148,11 +148,46 @@ std::string formatOp(const kir::Kernel& k, const kir::Op& op) {
     case OpCode::MxEncode:  // the mode does not take part in encoding
       s = type + " " + join(op.operands, valueRef) + " " + mxFormatName(op.ival);
       break;
+    case OpCode::VarRead:  // the variable: its VarInit
+      s = type + " " + valueRef(static_cast<int>(op.ival));
+      break;
+    case OpCode::VarWrite:
+      s = type + " " + valueRef(static_cast<int>(op.ival)) + ", " + join(op.operands, valueRef);
+      break;
+    case OpCode::ForEnd:  // the loop: its ForBegin
+      return std::string(kir::opName(op.code)) + " " + valueRef(static_cast<int>(op.ival));
     default:
       s = type + " " + join(op.operands, valueRef);
       break;
   }
   return std::string(kir::opName(op.code)) + " " + s;
+}
+
+/// One statement per line, a loop's body indented under it and closed by '}'.
+void dumpStmts(const std::vector<ast::Stmt>& stmts, const std::string& indent, std::string& out) {
+  for (const ast::Stmt& stmt : stmts) {
+    std::string loc = "  # " + formatLoc(stmt.loc) + "\n";
+    switch (stmt.kind) {
+      case ast::Stmt::Kind::Bind:
+        out += indent + stmt.name + " = " + formatExpr(*stmt.value) + loc;
+        break;
+      case ast::Stmt::Kind::Store:
+        out += indent + stmt.name + "[" +
+               join(stmt.indices, [](auto& i) { return formatExpr(*i); }) +
+               "] = " + formatExpr(*stmt.value) + loc;
+        break;
+      case ast::Stmt::Kind::Var:
+        out += indent + "var " + stmt.name + " = " + formatExpr(*stmt.value) + loc;
+        break;
+      case ast::Stmt::Kind::For:
+        out += indent + "for " + stmt.name + " in " + formatExpr(*stmt.value) + " .. " +
+               formatExpr(*stmt.end) + (stmt.step ? " step " + formatExpr(*stmt.step) : "") +
+               " {" + loc;
+        dumpStmts(stmt.body, indent + "  ", out);
+        out += indent + "}\n";
+        break;
+    }
+  }
 }
 
 }  // namespace
@@ -176,12 +211,7 @@ std::string dumpAst(const Module& module) {
              (r.message.empty() ? "" : " : \"" + r.message + "\"") + "\n";
     auto name = [](const ast::NameDecl& n) { return n.name; };
     out += "  row " + join(k.row.vars, name) + " in " + join(k.row.extents, name) + "\n";
-    for (const ast::Stmt& stmt : k.row.body) {
-      out += "    " + stmt.name;
-      if (stmt.kind == ast::Stmt::Kind::Store)
-        out += "[" + join(stmt.indices, [](auto& i) { return formatExpr(*i); }) + "]";
-      out += " = " + formatExpr(*stmt.value) + "  # " + formatLoc(stmt.loc) + "\n";
-    }
+    dumpStmts(k.row.body, "    ", out);
   }
   return out;
 }
@@ -223,10 +253,16 @@ std::string dumpKir(const kir::Kernel& k) {
                                                                             : std::string("?");
               }) +
          "\n";
+  // A loop's body is indented under its ForBegin; its ForEnd lines up with the ForBegin.
+  size_t depth = 0;
   for (size_t i = 0; i < k.ops.size(); ++i) {
     const kir::Op& op = k.ops[i];
-    out += "  ";
-    if (op.code != kir::OpCode::Store) out += "%" + std::to_string(i) + " = ";
+    if (op.code == kir::OpCode::ForEnd && depth > 0) --depth;
+    out += std::string(2 + 2 * depth, ' ');
+    if (op.code == kir::OpCode::ForBegin) ++depth;
+    bool hasResult = op.code != kir::OpCode::Store && op.code != kir::OpCode::VarWrite &&
+                     op.code != kir::OpCode::ForEnd;
+    if (hasResult) out += "%" + std::to_string(i) + " = ";
     out += formatOp(k, op);
     if (!op.name.empty()) out += "  ; " + op.name;
     out += "\n";

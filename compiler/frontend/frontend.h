@@ -85,7 +85,9 @@ const char* variantValueName(VariantKind kind, int64_t value);
 struct KernelInfo {
   std::string name;
   kir::SourceLoc loc;
-  std::vector<kir::Param> params;  // dims as written, before specialization
+  // Dims as written, before specialization: a specialized size, a tunable or an expression
+  // such as "(C * 3 / 4)" (named by its source text) has constant -1 and runtimeDim -1.
+  std::vector<kir::Param> params;
   std::vector<SpecializeInfo> specializations;
   std::vector<TunableInfo> tunables;
   std::vector<VariantInfo> variants;
@@ -123,19 +125,21 @@ std::optional<Module> parseFile(const std::string& path, DiagnosticEngine& diags
 /// the overrides (unknown key -> error listing the valid keys; tunable value outside its
 /// candidate set -> error listing the set; missing specialized size without default -> error;
 /// variant value not among its names -> error listing them), evaluates every `require`
-/// (violated -> error quoting the constraint and its message), then type-checks the body at
-/// those sizes and lowers it to KIR. A variant's value in `config` is either the KIR enum value
-/// of one of its names (what kir::Kernel::config and launch metadata carry, so a kernel's
-/// config instantiates it again) or a name code from parseConfigString().
+/// (violated -> error quoting the constraint and its message) and every compile-time dimension
+/// that depends on the configuration (a tunable, or an expression such as `(C * 3 / 4)`: below
+/// 1, division by zero, inexact division or overflow -> error at the dimension), then
+/// type-checks the body at those sizes and lowers it to KIR. A variant's value in `config` is
+/// either the KIR enum value of one of its names (what kir::Kernel::config and launch metadata
+/// carry, so a kernel's config instantiates it again) or a name code from parseConfigString().
 std::optional<kir::Kernel> instantiate(const Module& module, const std::string& kernel,
                                        const std::map<std::string, int64_t>& config,
                                        DiagnosticEngine& diags);
 
-/// Every configuration of the tunables' cross product that satisfies all constraints
-/// (declaration order of tunables, first value varying slowest). `fixed` binds specialized
-/// sizes and variants (values as in instantiate()); a variant not in `fixed` keeps its default,
-/// so variants never multiply the configurations. Empty when `fixed` has another key or a value
-/// that does not bind, or a size has no value.
+/// Every configuration of the tunables' cross product that satisfies all constraints and gives
+/// every compile-time dimension a valid size (declaration order of tunables, first value
+/// varying slowest). `fixed` binds specialized sizes and variants (values as in instantiate());
+/// a variant not in `fixed` keeps its default, so variants never multiply the configurations.
+/// Empty when `fixed` has another key or a value that does not bind, or a size has no value.
 std::vector<std::map<std::string, int64_t>> enumerateConfigs(
     const Module& module, const std::string& kernel, const std::map<std::string, int64_t>& fixed);
 

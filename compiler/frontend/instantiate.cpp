@@ -28,6 +28,18 @@
 //    mx_encode(v, scales, FMT): v bf16 of a length L that is a multiple of 32, scales u8 of
 //    length L/32; they give u8 of lengths L/32 and L. pack6(codes): u8 of a length that is a
 //    multiple of 4, giving 3L/4. FMT and MODE are variants or value names (symbols.h).
+//  - zeros(N) is an f32 vector of N zeros and splat(x, N) N copies of the scalar x (both Splat),
+//    N a positive integer literal, specialized size or tunable.
+//  - `var v = e` declares a variable of e's type (VarInit). Each read of v is a VarRead at that
+//    point, since the value changes. `v = e` assigns it (VarWrite): e of exactly v's type, but
+//    a scalar of v's element type broadcasts into a vector variable (Splat) and a literal takes
+//    v's type.
+//  - `for i in a .. b step c { ... }`: a, b, c integer scalars converted to i64 (c defaults to
+//    1; a compile-time step must be positive), evaluated before ForBegin, whose result is i.
+//    Names bound in the body are local to it. Leaves and strides are emitted once and reused,
+//    but one first emitted inside a body is forgotten at its ForEnd (KIR uses a value defined
+//    in a body only inside it) and emitted again if needed after it.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -91,6 +103,15 @@ enum class OperandRule {
   Any,         // any type (the arms of '?:')
 };
 
+/// What a name bound in the row body stands for: a value (`x = ...`), a variable (`var`; the
+/// value is its VarInit) or a loop index (the value is its ForBegin).
+enum class LocalKind { Value, Var, Index };
+
+struct Local {
+  LocalKind kind = LocalKind::Value;
+  Value value{-1, {}};
+};
+
 /// A lowered tensor access: index value ids (-1 for ':'), stride value ids, slice length.
 struct Access {
   std::vector<int> indices;
@@ -112,7 +133,7 @@ class Lowerer {
     kernel_.name = decl_.name;
     kernel_.sourceFile = module_.file;
     for (const ast::ParamDecl& p : decl_.params)
-      kernel_.params.push_back(describeParam(p, symbols_, &bindings_));
+      kernel_.params.push_back(describeParam(decl_, p, symbols_, &bindings_));
     kernel_.runtimeDims = symbols_.runtimeDims;
     kernel_.runtimeDimUsedByBody.assign(kernel_.runtimeDims.size(), false);
     dimArgs_.assign(kernel_.runtimeDims.size(), -1);
@@ -132,10 +153,8 @@ class Lowerer {
       kernel_.rowDims.push_back(extent->index);
       kernel_.runtimeDimUsedByBody[extent->index] = true;
     }
-    for (const ast::Stmt& stmt : row.body) {
-      bool ok = stmt.kind == ast::Stmt::Kind::Bind ? lowerBind(stmt) : lowerStore(stmt);
-      if (!ok) return std::nullopt;
-    }
+    scopes_.emplace_back();
+    if (!lowerStmts(row.body)) return std::nullopt;
     return std::move(kernel_);
   }
 
@@ -169,6 +188,15 @@ class Lowerer {
     return emit(std::move(op));
   }
 
+  Value emitFloat(double v, const SourceLoc& loc, Dtype t = Dtype::F32) {
+    kir::Op op;
+    op.code = OpCode::ConstFloat;
+    op.type = {t, 0};
+    op.fval = v;
+    op.loc = loc;
+    return emit(std::move(op));
+  }
+
   Value castTo(const Value& v, Dtype t, const SourceLoc& loc) {
     if (v.type.elem == t) return v;
     return emitOp(OpCode::Cast, {t, v.type.length}, {v.id}, loc);
@@ -197,10 +225,30 @@ class Lowerer {
     return {dimArgs_[runtimeDim], {Dtype::I64, 0}};
   }
 
-  /// The value of a name: a bound value, or the leaf op of a declared name, emitted once.
+  /// A name bound in the row body, innermost scope first; nullptr when none.
+  const Local* findLocal(const std::string& name) const {
+    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+      auto it = scope->find(name);
+      if (it != scope->end()) return &it->second;
+    }
+    return nullptr;
+  }
+
+  /// The value of a name: a bound value, a read of a variable, or the leaf op of a declared
+  /// name, emitted once (per loop body, see forgetDefinedFrom()).
   std::optional<Value> nameValue(const std::string& name, const SourceLoc& useLoc) {
-    auto known = values_.find(name);
-    if (known != values_.end()) return known->second;
+    if (const Local* local = findLocal(name)) {
+      if (local->kind != LocalKind::Var) return local->value;
+      kir::Op op;
+      op.code = OpCode::VarRead;
+      op.type = local->value.type;
+      op.ival = local->value.id;
+      op.name = name;
+      op.loc = useLoc;
+      return emit(std::move(op));
+    }
+    auto known = leaves_.find(name);
+    if (known != leaves_.end()) return known->second;
     const Symbol* s = symbols_.find(name);
     if (!s) return error(useLoc, "unknown name '" + name + "'");
     kir::Op op;
@@ -210,7 +258,7 @@ class Lowerer {
       case SymbolKind::Tensor:
         return error(useLoc, "tensor '" + name + "' must be indexed, as in " + name + "[...]");
       case SymbolKind::RuntimeDim:
-        return values_[name] = dimArg(s->index);
+        return leaves_[name] = dimArg(s->index);
       case SymbolKind::RowVar:
         op.code = OpCode::RowIndex;
         op.ival = s->index;
@@ -235,7 +283,7 @@ class Lowerer {
       case SymbolKind::Variant:
         return error(useLoc, "variant '" + name + "' is not a value");
     }
-    return values_[name] = emit(std::move(op));
+    return leaves_[name] = emit(std::move(op));
   }
 
   // ---- literals and operands ----
@@ -459,6 +507,22 @@ class Lowerer {
         return lowerMxEncode(e);
       case Builtin::Pack6:
         return lowerPack6(e);
+      case Builtin::Zeros: {
+        auto n = countArg(e, 0);
+        if (!n) return std::nullopt;
+        Value zero = emitFloat(0.0, e.loc);
+        return emitOp(OpCode::Splat, {Dtype::F32, *n}, {zero.id}, e.loc);
+      }
+      case Builtin::Splat: {
+        auto v = lowerExpr(*e.operands[0]);
+        if (!v) return std::nullopt;
+        if (v->type.isVector())
+          return error(e.operands[0]->loc, "splat takes a scalar as its first argument, got " +
+                                               kir::typeName(v->type));
+        auto n = countArg(e, 1);
+        if (!n) return std::nullopt;
+        return emitOp(OpCode::Splat, {v->type.elem, *n}, {v->id}, e.loc);
+      }
     }
     return std::nullopt;
   }
@@ -496,12 +560,7 @@ class Lowerer {
     ValueType scalar{v->type.elem, 0};
     Value reduced = emitOp(code, scalar, {v->id}, e.loc);
     if (!isMean) return reduced;
-    kir::Op count;
-    count.code = OpCode::ConstFloat;
-    count.type = scalar;
-    count.fval = static_cast<double>(v->type.length);
-    count.loc = e.loc;
-    Value n = emit(std::move(count));
+    Value n = emitFloat(static_cast<double>(v->type.length), e.loc, scalar.elem);
     return emitOp(OpCode::Div, scalar, {reduced.id, n.id}, e.loc);
   }
 
@@ -880,12 +939,139 @@ class Lowerer {
 
   // ---- statements ----
 
+  bool lowerStmts(const std::vector<ast::Stmt>& stmts) {
+    for (const ast::Stmt& stmt : stmts) {
+      bool ok = false;
+      switch (stmt.kind) {
+        case ast::Stmt::Kind::Bind:
+          ok = lowerBind(stmt);
+          break;
+        case ast::Stmt::Kind::Store:
+          ok = lowerStore(stmt);
+          break;
+        case ast::Stmt::Kind::Var:
+          ok = lowerVar(stmt);
+          break;
+        case ast::Stmt::Kind::For:
+          ok = lowerFor(stmt);
+          break;
+      }
+      if (!ok) return false;
+    }
+    return true;
+  }
+
+  /// `name = value`: binds a new value, or assigns the variable `name` in scope.
   bool lowerBind(const ast::Stmt& stmt) {
+    if (const Local* local = findLocal(stmt.name)) {
+      if (local->kind == LocalKind::Var) return lowerAssign(stmt, local->value);
+      error(stmt.loc, "'" + stmt.name + "' is already bound; values are immutable");
+      return false;
+    }
     auto v = lowerExpr(*stmt.value);
     if (!v) return false;
     if (kernel_.ops[v->id].name.empty()) kernel_.ops[v->id].name = stmt.name;
-    values_[stmt.name] = *v;
+    scopes_.back()[stmt.name] = {LocalKind::Value, *v};
     return true;
+  }
+
+  /// `var name = value`: a variable of the value's type, initialized to it.
+  bool lowerVar(const ast::Stmt& stmt) {
+    auto v = lowerExpr(*stmt.value);
+    if (!v) return false;
+    Value var = emitOp(OpCode::VarInit, v->type, {v->id}, stmt.loc);
+    kernel_.ops[var.id].name = stmt.name;
+    scopes_.back()[stmt.name] = {LocalKind::Var, var};
+    return true;
+  }
+
+  /// `name = value` for the variable declared by VarInit `var`: a value of exactly its type,
+  /// a scalar of its element type splatted into a vector variable, or a literal of its type.
+  bool lowerAssign(const ast::Stmt& stmt, Value var) {
+    const Expr& valueExpr = *stmt.value;
+    auto lit = literalOf(valueExpr);
+    auto v = lit ? emitLiteral(*lit, var.type.elem, valueExpr.loc) : lowerExpr(valueExpr);
+    if (!v) return false;
+    bool broadcast = !v->type.isVector() && var.type.isVector();
+    if (v->type.elem != var.type.elem || (v->type.length != var.type.length && !broadcast)) {
+      error(stmt.loc, "cannot assign " + kir::typeName(v->type) + " to variable '" + stmt.name +
+                          "' of type " + kir::typeName(var.type));
+      return false;
+    }
+    if (broadcast) v = emitOp(OpCode::Splat, var.type, {v->id}, valueExpr.loc);
+    kir::Op op;
+    op.code = OpCode::VarWrite;
+    op.type = var.type;
+    op.ival = var.id;
+    op.operands = {v->id};
+    op.name = stmt.name;
+    op.loc = stmt.loc;
+    emit(std::move(op));
+    return true;
+  }
+
+  /// A bound of a loop ("start", "end", "step"): an integer scalar, as i64.
+  std::optional<Value> loopBound(const Expr& e, const char* which) {
+    std::string what = std::string("the ") + which + " of a loop";
+    auto lit = literalOf(e);
+    if (lit && lit->isFloat)
+      return error(e.loc, what + " must be an integer scalar, got a float literal");
+    auto v = lit ? emitLiteral(*lit, Dtype::I64, e.loc) : lowerExpr(e);
+    if (!v) return std::nullopt;
+    if (v->type.isVector() || !kir::isInt(v->type.elem))
+      return error(e.loc, what + " must be an integer scalar, got " + kir::typeName(v->type));
+    return castTo(*v, Dtype::I64, e.loc);
+  }
+
+  /// for i in start .. end step step { body }:
+  ///   start, end, step (i64, evaluated once); %i = ForBegin start, end, step; body; ForEnd %i
+  bool lowerFor(const ast::Stmt& loop) {
+    auto start = loopBound(*loop.value, "start");
+    auto end = start ? loopBound(*loop.end, "end") : std::nullopt;
+    if (!end) return false;
+    std::optional<Value> step;
+    if (loop.step) {
+      step = loopBound(*loop.step, "step");
+      if (!step) return false;
+      // A step known now must be positive; a runtime one is checked when the loop runs.
+      const kir::Op& stepOp = kernel_.ops[step->id];
+      if (stepOp.code == OpCode::ConstInt && stepOp.ival <= 0) {
+        error(loop.step->loc,
+              "the step of a loop must be positive, got " + std::to_string(stepOp.ival));
+        return false;
+      }
+    } else {
+      step = emitConstInt(1, Dtype::I64, loop.loc);
+    }
+    Value begin = emitOp(OpCode::ForBegin, {Dtype::I64, 0}, {start->id, end->id, step->id},
+                         loop.loc);
+    kernel_.ops[begin.id].name = loop.name;
+    scopes_.emplace_back();
+    scopes_.back()[loop.name] = {LocalKind::Index, begin};
+    bool ok = lowerStmts(loop.body);
+    scopes_.pop_back();
+    if (!ok) return false;
+    forgetDefinedFrom(begin.id);
+    kir::Op close;
+    close.code = OpCode::ForEnd;
+    close.type = {Dtype::I64, 0};
+    close.ival = begin.id;
+    close.loc = loop.endLoc;
+    emit(std::move(close));
+    return true;
+  }
+
+  /// Forgets the leaves and strides emitted from op `first` on (inside a loop body that is
+  /// closing): later uses emit them again, after the body.
+  void forgetDefinedFrom(int first) {
+    std::erase_if(leaves_, [&](const auto& entry) { return entry.second.id >= first; });
+    std::erase_if(strideMemo_, [&](const auto& entry) { return entry.second >= first; });
+    std::erase_if(tensorStrides_, [&](const auto& entry) {
+      return std::any_of(entry.second.begin(), entry.second.end(),
+                         [&](int id) { return id >= first; });
+    });
+    for (int& id : dimArgs_)
+      if (id >= first) id = -1;
   }
 
   const ModuleImpl& module_;
@@ -894,7 +1080,8 @@ class Lowerer {
   DiagnosticEngine& diags_;
   KernelSymbols symbols_;
   kir::Kernel kernel_;
-  std::map<std::string, Value> values_;            // bound names and leaves of declared names
+  std::vector<std::map<std::string, Local>> scopes_;  // the row body, then each loop body
+  std::map<std::string, Value> leaves_;            // leaf ops of declared names
   std::map<std::string, int> strideMemo_;          // stride computations, emitted once each
   std::map<int, std::vector<int>> tensorStrides_;  // per tensor param
   std::vector<int> dimArgs_;                       // DimArg op per runtime dim, -1 until used
@@ -915,7 +1102,9 @@ std::optional<kir::Kernel> instantiate(const Module& module, const std::string& 
     return std::nullopt;
   }
   auto bindings = bindConfig(*decl, config, diags);
-  if (!bindings || !checkConstraints(*decl, *bindings, diags)) return std::nullopt;
+  if (!bindings || !checkConstraints(*decl, *bindings, diags) ||
+      !checkDimensions(*decl, *bindings, &diags))
+    return std::nullopt;
   return Lowerer(impl, *decl, *bindings, diags).run();
 }
 

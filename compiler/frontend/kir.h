@@ -38,10 +38,11 @@ struct SourceLoc {
   int col = 0;
 };
 
-/// A dimension of a tensor parameter: either a compile-time constant (specialized dimension or
-/// integer literal) or a runtime size (index into Kernel::runtimeDims).
+/// A dimension of a tensor parameter: either a compile-time constant (specialized dimension,
+/// tunable, integer literal or parenthesized expression over them) or a runtime size (index
+/// into Kernel::runtimeDims).
 struct Dim {
-  std::string name;         // as written ("D", "T", "128")
+  std::string name;         // as written ("D", "T", "128", "(C * 3 / 4)")
   int64_t constant = -1;    // >= 0 when known at compile time
   int runtimeDim = -1;      // index into Kernel::runtimeDims when constant < 0
 };

@@ -22,6 +22,9 @@ std::optional<TokenKind> keyword(std::string_view s) {
       {"variant", TokenKind::KwVariant},
       {"strides", TokenKind::KwStrides},
       {"tile", TokenKind::KwTile},
+      {"var", TokenKind::KwVar},
+      {"for", TokenKind::KwFor},
+      {"step", TokenKind::KwStep},
   };
   for (const auto& [text, kind] : kKeywords)
     if (s == text) return kind;
@@ -99,6 +102,7 @@ class Lexer {
   }
 
   /// number ::= digits ('.' digits)? ([eE] [+-]? digits)?   -- a '.' or exponent makes a float
+  /// A '.' needs a digit after it, so `0..P` is 0, '..', P and never the float `0.`.
   bool lexNumber(Token& tok) {
     bool isFloat = false;
     while (isDigit(peek())) advance();
@@ -145,6 +149,7 @@ class Lexer {
     static constexpr std::pair<std::string_view, TokenKind> kTwoChar[] = {
         {"==", TokenKind::Eq}, {"!=", TokenKind::Ne},     {"<=", TokenKind::Le},
         {">=", TokenKind::Ge}, {"&&", TokenKind::AndAnd}, {"||", TokenKind::OrOr},
+        {"..", TokenKind::DotDot},
     };
     static constexpr std::pair<char, TokenKind> kOneChar[] = {
         {'(', TokenKind::LParen},   {')', TokenKind::RParen},  {'[', TokenKind::LBracket},
@@ -218,6 +223,12 @@ std::string tokenKindName(TokenKind kind) {
       return "'strides'";
     case TokenKind::KwTile:
       return "'tile'";
+    case TokenKind::KwVar:
+      return "'var'";
+    case TokenKind::KwFor:
+      return "'for'";
+    case TokenKind::KwStep:
+      return "'step'";
     case TokenKind::LParen:
       return "'('";
     case TokenKind::RParen:
@@ -234,6 +245,8 @@ std::string tokenKindName(TokenKind kind) {
       return "','";
     case TokenKind::Colon:
       return "':'";
+    case TokenKind::DotDot:
+      return "'..'";
     case TokenKind::Question:
       return "'?'";
     case TokenKind::Assign:

@@ -151,7 +151,8 @@ class Parser {
     param.typeLoc = loc(*typeTok);
     if (consume(TokenKind::LBracket)) {
       param.isTensor = true;
-      if (!parseSizeList(param.dims, TokenKind::RBracket, "after the dimensions"))
+      if (!parseSizeList(param.dims, TokenKind::RBracket, "after the dimensions",
+                         /*allowExpr=*/true))
         return std::nullopt;
       if (at(TokenKind::KwStrides)) {
         param.stridesLoc = loc(take());
@@ -167,20 +168,34 @@ class Parser {
     return param;
   }
 
-  /// Parses `size (',' size)* close`, where
-  /// dim ::= ident | integer   and   stride ::= ident | integer
-  bool parseSizeList(std::vector<ast::SizeRef>& out, TokenKind close, std::string_view context) {
+  /// Parses `size (',' size)* close`, where (with `allowExpr`)
+  /// dim ::= ident | integer | '(' expr ')'   and otherwise   stride ::= ident | integer
+  bool parseSizeList(std::vector<ast::SizeRef>& out, TokenKind close, std::string_view context,
+                     bool allowExpr = false) {
     do {
       const Token& t = cur();
+      ast::SizeRef size;
+      size.loc = loc(t);
       if (t.kind == TokenKind::Ident) {
-        out.push_back({std::string(t.text), 0, loc(t)});
+        size.name = std::string(t.text);
+        take();
       } else if (t.kind == TokenKind::Int) {
-        out.push_back({"", t.intValue, loc(t)});
+        size.value = t.intValue;
+        take();
+      } else if (allowExpr && t.kind == TokenKind::LParen) {
+        size_t begin = t.offset;
+        take();
+        auto e = parseExpr();
+        if (!e || !expect(TokenKind::RParen, "to close the dimension expression")) return false;
+        size.expr = std::move(*e);
+        size.exprText = std::string(source_.substr(begin, prevEnd_ - begin));
       } else {
-        fail(t, "expected a size name or an integer, found " + describe(t));
+        fail(t, std::string(allowExpr ? "expected a size name, an integer or '(', found "
+                                      : "expected a size name or an integer, found ") +
+                    describe(t));
         return false;
       }
-      take();
+      out.push_back(std::move(size));
     } while (consume(TokenKind::Comma));
     return expect(close, context).has_value();
   }
@@ -321,13 +336,20 @@ class Parser {
         !parseNameList(row.extents, "as a row extent") ||
         !expect(TokenKind::LBrace, "to open the row block"))
       return std::nullopt;
+    if (!parseStmtsUntilBrace(row.body)) return std::nullopt;
+    return row;
+  }
+
+  /// stmt* '}'   -- `closeLoc`, when given, receives the location of the '}'
+  bool parseStmtsUntilBrace(std::vector<ast::Stmt>& out, kir::SourceLoc* closeLoc = nullptr) {
     while (!at(TokenKind::RBrace)) {
       auto stmt = parseStmt();
-      if (!stmt) return std::nullopt;
-      row.body.push_back(std::move(*stmt));
+      if (!stmt) return false;
+      out.push_back(std::move(*stmt));
     }
-    take();
-    return row;
+    const Token& close = take();
+    if (closeLoc) *closeLoc = loc(close);
+    return true;
   }
 
   bool parseNameList(std::vector<ast::NameDecl>& out, std::string_view context) {
@@ -342,10 +364,27 @@ class Parser {
   // ---- statements and expressions ----
 
   /// stmt ::= ident '=' expr | ident '[' index (',' index)* ']' '=' expr
+  ///        | 'var' ident '=' expr
+  ///        | 'for' ident 'in' expr '..' expr ('step' expr)? '{' stmt* '}'
   std::optional<ast::Stmt> parseStmt() {
+    if (at(TokenKind::KwFor)) return parseFor();
+    if (at(TokenKind::KwVar)) {
+      take();
+      auto name = expectName("as the variable name");
+      if (!name || !expect(TokenKind::Assign, "after the variable name")) return std::nullopt;
+      auto value = parseExpr();
+      if (!value) return std::nullopt;
+      ast::Stmt stmt;
+      stmt.kind = ast::Stmt::Kind::Var;
+      stmt.name = name->name;
+      stmt.loc = name->loc;
+      stmt.value = std::move(*value);
+      return stmt;
+    }
     if (!at(TokenKind::Ident))
       return fail(cur(),
-                  "expected a statement ('name = ...' or 'tensor[...] = ...') or '}', found " +
+                  "expected a statement ('name = ...', 'tensor[...] = ...', 'var' or 'for') or "
+                  "'}', found " +
                       describe(cur()));
     const Token& nameTok = take();
     ast::Stmt stmt;
@@ -359,6 +398,38 @@ class Parser {
     auto value = parseExpr();
     if (!value) return std::nullopt;
     stmt.value = std::move(*value);
+    return stmt;
+  }
+
+  /// 'for' ident 'in' expr '..' expr ('step' expr)? '{' stmt* '}'
+  std::optional<ast::Stmt> parseFor() {
+    const Token& forTok = take();
+    if (loopDepth_ >= kMaxLoopDepth)
+      return fail(forTok, "loops nest more than " + std::to_string(kMaxLoopDepth) + " levels deep");
+    ast::Stmt stmt;
+    stmt.kind = ast::Stmt::Kind::For;
+    stmt.loc = loc(forTok);
+    auto name = expectName("as the loop index");
+    if (!name || !expect(TokenKind::KwIn, "after the loop index")) return std::nullopt;
+    stmt.name = name->name;
+    stmt.nameLoc = name->loc;
+    auto start = parseExpr();
+    if (!start || !expect(TokenKind::DotDot, "between the bounds of the loop"))
+      return std::nullopt;
+    stmt.value = std::move(*start);
+    auto end = parseExpr();
+    if (!end) return std::nullopt;
+    stmt.end = std::move(*end);
+    if (consume(TokenKind::KwStep)) {
+      auto step = parseExpr();
+      if (!step) return std::nullopt;
+      stmt.step = std::move(*step);
+    }
+    if (!expect(TokenKind::LBrace, "to open the loop body")) return std::nullopt;
+    ++loopDepth_;
+    bool ok = parseStmtsUntilBrace(stmt.body, &stmt.endLoc);
+    --loopDepth_;
+    if (!ok) return std::nullopt;
     return stmt;
   }
 
@@ -561,6 +632,7 @@ class Parser {
   size_t pos_ = 0;
   size_t prevEnd_ = 0;  // end offset of the last token taken, for source text of constraints
   int depth_ = 0;
+  int loopDepth_ = 0;  // loops around the statement being parsed
 };
 
 }  // namespace

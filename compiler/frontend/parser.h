@@ -13,6 +13,8 @@ namespace mxfp6::frontend {
 /// Expressions deeper than this are rejected with a diagnostic, so that a pathological input
 /// cannot exhaust the stack of the parser or of any later recursive walk.
 inline constexpr int kMaxExprDepth = 256;
+/// Loops deeper than this are rejected likewise: every walk over statements recurses per loop.
+inline constexpr int kMaxLoopDepth = 64;
 
 /// Lexes and parses `text`. Stops at the first syntax error, reported through `diags`.
 std::optional<ast::File> parseAst(const std::string& file, std::string_view text,

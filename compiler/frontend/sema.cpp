@@ -8,17 +8,21 @@
 //    candidates are distinct and include its default; ROWS, THREADS and VEC are at least 1;
 //  - a variant's values are distinct value names of one kind (formats or scale modes) and
 //    include its default; a variant is not named like a value;
-//  - a constraint is an integer condition over specialized sizes and tunables;
+//  - a constraint is an integer condition over specialized sizes and tunables; a dimension
+//    expression `(C * 3 / 4)` is an integer over them;
 //  - row variables range over runtime dimensions, one extent per variable;
-//  - in the body every name is defined before it is used, a binding never reuses a name,
-//    calls name builtins and only tensors are indexed; variants and value names (E2M3, ...)
-//    appear only as the format and scale-mode arguments of builtins, and those arguments are
-//    a variant or a value name of the kind the builtin takes there.
+//  - in the body every name is defined before it is used, a binding or a `var` never reuses a
+//    name in scope, `name = ...` of a `var` in scope assigns it, calls name builtins and only
+//    tensors are indexed; a loop's body is a scope of its own (its index and what it binds are
+//    local to it) and a literal step is positive; variants and value names (E2M3, ...) appear
+//    only as the format and scale-mode arguments of builtins, and those arguments are a variant
+//    or a value name of the kind the builtin takes there.
 // Types and shapes of the body depend on the sizes and are checked by instantiate().
 #include "compiler/frontend/sema.h"
 
 #include <cfloat>
 #include <cstdint>
+#include <map>
 #include <set>
 
 #include "compiler/frontend/builtins.h"
@@ -31,6 +35,23 @@ using ast::Expr;
 using ast::ExprKind;
 
 enum class ConstraintType { Int, Bool };
+
+/// Where an integer expression over sizes and tunables appears, for messages.
+struct ConstContext {
+  const char* plural;    // "constraints"
+  const char* singular;  // "constraint"
+};
+constexpr ConstContext kConstraint{"constraints", "constraint"};
+constexpr ConstContext kDimExpr{"dimension expressions", "dimension expression"};
+
+/// The value of an integer literal, possibly negated; nullopt for anything else.
+std::optional<int64_t> intLiteral(const Expr& e) {
+  if (e.kind == ExprKind::IntLit) return e.intValue;
+  if (e.kind != ExprKind::Unary || e.unaryOp != ast::UnaryOp::Neg) return std::nullopt;
+  auto v = intLiteral(*e.operands[0]);
+  if (v) v = -*v;  // literals are never INT64_MIN: the lexer reads no sign
+  return v;
+}
 
 bool isScheduleTunable(const std::string& name) {
   return name == "ROWS" || name == "THREADS" || name == "VEC";
@@ -50,7 +71,7 @@ class KernelChecker {
     for (const ast::TunableDecl& t : kernel_.tunables) checkTunable(t);
     for (const ast::VariantDecl& v : kernel_.variants) checkVariant(v);
     for (const ast::RequireDecl& r : kernel_.constraints) {
-      auto type = constraintType(*r.condition);
+      auto type = constraintType(*r.condition, kConstraint);
       if (type == ConstraintType::Int)
         error(r.loc, "a constraint must be a condition, such as 'D % 64 == 0'");
     }
@@ -75,7 +96,13 @@ class KernelChecker {
     if (p.dtype == kir::Dtype::I64)
       error(p.typeLoc, "tensors of i64 are not supported; tensors hold bf16, f16, f32, i32 or u8");
     for (const ast::SizeRef& d : p.dims) {
-      if (!d.isName() && d.value < 1) error(d.loc, "a dimension size must be at least 1");
+      if (d.isExpr()) {
+        auto type = constraintType(*d.expr, kDimExpr);
+        if (type == ConstraintType::Bool)
+          error(d.loc, "a dimension expression must be an integer, such as '(C * 3 / 4)'");
+      } else if (!d.isName() && d.value < 1) {
+        error(d.loc, "a dimension size must be at least 1");
+      }
     }
     if (p.strides.empty()) return;
     if (p.strides.size() != p.dims.size()) {
@@ -147,41 +174,42 @@ class KernelChecker {
                                      "' is not one of its values " + v.valuesText());
   }
 
-  /// The type of a constraint expression: integers are sizes and tunables, conditions compare
-  /// them. nullopt after reporting an error.
-  std::optional<ConstraintType> constraintType(const Expr& e) {
+  /// The type of a constraint or dimension expression: integers are sizes and tunables,
+  /// conditions compare them. nullopt after reporting an error.
+  std::optional<ConstraintType> constraintType(const Expr& e, const ConstContext& ctx) {
     switch (e.kind) {
       case ExprKind::IntLit:
         return ConstraintType::Int;
       case ExprKind::FloatLit:
-        error(e.loc, "constraints compute with integers; float literals are not allowed");
+        error(e.loc, std::string(ctx.plural) +
+                         " compute with integers; float literals are not allowed");
         return std::nullopt;
       case ExprKind::Name: {
         const Symbol* s = symbols_.find(e.name);
         if (s && (s->kind == SymbolKind::SpecializedDim || s->kind == SymbolKind::Tunable))
           return ConstraintType::Int;
         if (s)
-          error(e.loc, "'" + e.name + "' is a " + symbolKindName(s->kind) +
-                           "; constraints use only specialized sizes and tunables");
+          error(e.loc, "'" + e.name + "' is a " + symbolKindName(s->kind) + "; " + ctx.plural +
+                           " use only specialized sizes and tunables");
         else
-          error(e.loc, "unknown name '" + e.name + "' in constraint");
+          error(e.loc, "unknown name '" + e.name + "' in " + ctx.singular);
         return std::nullopt;
       }
       case ExprKind::Call:
       case ExprKind::Access:
       case ExprKind::Slice:
-        error(e.loc, "constraints cannot call functions or read tensors");
+        error(e.loc, std::string(ctx.plural) + " cannot call functions or read tensors");
         return std::nullopt;
       case ExprKind::Unary: {
-        auto t = constraintType(*e.operands[0]);
+        auto t = constraintType(*e.operands[0], ctx);
         if (!t) return std::nullopt;
         auto want = e.unaryOp == ast::UnaryOp::Neg ? ConstraintType::Int : ConstraintType::Bool;
         if (*t != want) return mismatch(e.loc, ast::unaryOpText(e.unaryOp), want);
         return want;
       }
       case ExprKind::Binary: {
-        auto l = constraintType(*e.operands[0]);
-        auto r = constraintType(*e.operands[1]);
+        auto l = constraintType(*e.operands[0], ctx);
+        auto r = constraintType(*e.operands[1], ctx);
         if (!l || !r) return std::nullopt;
         auto want = ast::isLogical(e.binaryOp) ? ConstraintType::Bool : ConstraintType::Int;
         if (*l != want || *r != want) return mismatch(e.loc, ast::binaryOpText(e.binaryOp), want);
@@ -189,9 +217,9 @@ class KernelChecker {
                                                                            : ConstraintType::Int;
       }
       case ExprKind::Ternary: {
-        auto c = constraintType(*e.operands[0]);
-        auto a = constraintType(*e.operands[1]);
-        auto b = constraintType(*e.operands[2]);
+        auto c = constraintType(*e.operands[0], ctx);
+        auto a = constraintType(*e.operands[1], ctx);
+        auto b = constraintType(*e.operands[2], ctx);
         if (!c || !a || !b) return std::nullopt;
         if (*c != ConstraintType::Bool) return mismatch(e.loc, "?", ConstraintType::Bool);
         if (*a != *b) {
@@ -223,19 +251,87 @@ class KernelChecker {
         error(extent.loc, "rows range over runtime dimensions, but '" + extent.name + "' is a " +
                               symbolKindName(s->kind));
     }
-    std::set<std::string> bound;
-    for (const ast::Stmt& stmt : row.body) {
-      if (stmt.kind == ast::Stmt::Kind::Store) {
-        checkTensorName(stmt.name, stmt.loc);
-        for (const ast::ExprPtr& index : stmt.indices) checkExpr(*index, bound);
-      }
-      checkExpr(*stmt.value, bound);
-      if (stmt.kind != ast::Stmt::Kind::Bind) continue;
-      if (const Symbol* s = symbols_.find(stmt.name))
-        error(stmt.loc, "cannot bind '" + stmt.name + "': it is a " + symbolKindName(s->kind));
-      else if (!bound.insert(stmt.name).second)
-        error(stmt.loc, "'" + stmt.name + "' is already bound; values are immutable");
+    scopes_.emplace_back();
+    checkStmts(row.body);
+    scopes_.pop_back();
+  }
+
+  /// What a name bound in the body is.
+  enum class LocalKind { Value, Var, Index };
+
+  const LocalKind* findLocal(const std::string& name) const {
+    for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope) {
+      auto it = scope->find(name);
+      if (it != scope->end()) return &it->second;
     }
+    return nullptr;
+  }
+
+  /// Checks that `name` may name something new (a value, a variable or a loop index) here:
+  /// it is no declared name and is not in scope. The message for a declared name is "cannot
+  /// <verb> 'name'<as>: it is a <kind>".
+  bool checkNewName(const std::string& name, const kir::SourceLoc& loc, const char* verb,
+                    const char* as = "") {
+    if (const Symbol* s = symbols_.find(name)) {
+      error(loc, std::string("cannot ") + verb + " '" + name + "'" + as + ": it is a " +
+                     symbolKindName(s->kind));
+      return false;
+    }
+    const LocalKind* local = findLocal(name);
+    if (!local) return true;
+    if (*local == LocalKind::Var)
+      error(loc, "'" + name + "' is already declared as a variable");
+    else if (*local == LocalKind::Index)
+      error(loc, "'" + name + "' is already bound as a loop index");
+    else
+      error(loc, "'" + name + "' is already bound; values are immutable");
+    return false;
+  }
+
+  void checkStmts(const std::vector<ast::Stmt>& stmts) {
+    for (const ast::Stmt& stmt : stmts) {
+      switch (stmt.kind) {
+        case ast::Stmt::Kind::Store:
+          checkTensorName(stmt.name, stmt.loc);
+          for (const ast::ExprPtr& index : stmt.indices) checkExpr(*index);
+          checkExpr(*stmt.value);
+          break;
+        case ast::Stmt::Kind::Bind: {
+          checkExpr(*stmt.value);
+          const LocalKind* local = symbols_.find(stmt.name) ? nullptr : findLocal(stmt.name);
+          if (local && *local == LocalKind::Var) break;  // an assignment
+          if (local && *local == LocalKind::Index)
+            error(stmt.loc, "'" + stmt.name + "' is a loop index; values are immutable");
+          else if (checkNewName(stmt.name, stmt.loc, "bind"))
+            scopes_.back().emplace(stmt.name, LocalKind::Value);
+          break;
+        }
+        case ast::Stmt::Kind::Var:
+          checkExpr(*stmt.value);
+          if (checkNewName(stmt.name, stmt.loc, "declare variable"))
+            scopes_.back().emplace(stmt.name, LocalKind::Var);
+          break;
+        case ast::Stmt::Kind::For:
+          checkFor(stmt);
+          break;
+      }
+    }
+  }
+
+  void checkFor(const ast::Stmt& loop) {
+    checkExpr(*loop.value);
+    checkExpr(*loop.end);
+    if (loop.step) {
+      checkExpr(*loop.step);
+      if (auto step = intLiteral(*loop.step); step && *step <= 0)
+        error(loop.step->loc, "the step of a loop must be positive, got " + std::to_string(*step));
+    }
+    bool fresh = checkNewName(loop.name, loop.nameLoc, "use", " as a loop index");
+    scopes_.emplace_back();
+    if (fresh) scopes_.back().emplace(loop.name, LocalKind::Index);
+    checkStmts(loop.body);
+    for (const auto& [name, kind] : scopes_.back()) expired_[name] = loop.loc;
+    scopes_.pop_back();
   }
 
   void checkTensorName(const std::string& name, const kir::SourceLoc& loc) {
@@ -246,10 +342,10 @@ class KernelChecker {
       error(loc, "'" + name + "' is a " + symbolKindName(s->kind) + ", not a tensor");
   }
 
-  void checkExpr(const Expr& e, const std::set<std::string>& bound) {
+  void checkExpr(const Expr& e) {
     std::optional<Builtin> builtin;
     if (e.kind == ExprKind::Name) {
-      checkValueName(e, bound);
+      checkValueName(e);
     } else if (e.kind == ExprKind::Call && !(builtin = findBuiltin(e.name))) {
       error(e.loc, "unknown function '" + e.name + "'");
     } else if (e.kind == ExprKind::Access) {
@@ -258,7 +354,7 @@ class KernelChecker {
     for (size_t i = 0; i < e.operands.size(); ++i) {
       std::optional<VariantKind> valueArg = builtin ? builtinValueArg(*builtin, i) : std::nullopt;
       if (!valueArg) {
-        checkExpr(*e.operands[i], bound);
+        checkExpr(*e.operands[i]);
         continue;
       }
       std::string message;
@@ -267,8 +363,8 @@ class KernelChecker {
     }
   }
 
-  /// A name used as a value: a declared name other than a tensor or a variant, or a bound one.
-  void checkValueName(const Expr& e, const std::set<std::string>& bound) {
+  /// A name used as a value: a declared name other than a tensor or a variant, or one in scope.
+  void checkValueName(const Expr& e) {
     const Symbol* s = symbols_.find(e.name);
     if (s && s->kind == SymbolKind::Tensor) {
       error(e.loc, "tensor '" + e.name + "' must be indexed, as in " + e.name + "[...]");
@@ -276,8 +372,13 @@ class KernelChecker {
       VariantKind kind = variantKind(kernel_.variants[s->index]);
       error(e.loc, "variant '" + e.name + "' is not a value; pass it where a builtin takes a " +
                        variantKindName(kind));
-    } else if (!s && !bound.count(e.name)) {
-      if (auto named = findVariantValue(e.name))
+    } else if (!s && !findLocal(e.name)) {
+      auto expired = expired_.find(e.name);
+      if (expired != expired_.end())
+        error(e.loc, "'" + e.name + "' is local to the loop at line " +
+                         std::to_string(expired->second.line) +
+                         "; declare it with 'var' before the loop to use it after");
+      else if (auto named = findVariantValue(e.name))
         error(e.loc, "'" + e.name + "' is a " + variantKindName(named->kind) +
                          " name, not a value; pass it where a builtin takes a " +
                          variantKindName(named->kind));
@@ -291,7 +392,7 @@ class KernelChecker {
     info.name = kernel_.name;
     info.loc = kernel_.loc;
     for (const ast::ParamDecl& p : kernel_.params)
-      info.params.push_back(describeParam(p, symbols_, nullptr));
+      info.params.push_back(describeParam(kernel_, p, symbols_, nullptr));
     for (const ast::SpecDecl& s : kernel_.specs)
       info.specializations.push_back({s.name, s.defaultValue});
     for (const ast::TunableDecl& t : kernel_.tunables)
@@ -309,6 +410,8 @@ class KernelChecker {
   const ast::KernelDecl& kernel_;
   DiagnosticEngine& diags_;
   KernelSymbols symbols_;
+  std::vector<std::map<std::string, LocalKind>> scopes_;  // the row body, then each loop body
+  std::map<std::string, kir::SourceLoc> expired_;  // names local to a finished loop: its 'for'
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "compiler/frontend/symbols.h"
 
 #include "compiler/frontend/builtins.h"
+#include "compiler/frontend/config.h"
 
 namespace mxfp6::frontend {
 
@@ -47,10 +48,26 @@ KernelSymbols collectSymbols(const ast::KernelDecl& kernel, DiagnosticEngine* di
       report(s.loc, "'" + s.name + "' is already specialized");
   }
 
-  // Dimensions are declared by their uses in tensor types; a name may size many tensors.
+  std::map<std::string, int> tunableIndex;
+  for (int i = 0; i < static_cast<int>(kernel.tunables.size()); ++i)
+    tunableIndex.emplace(kernel.tunables[i].name, i);
+
+  // Dimensions are declared by their uses in tensor types; a name may size many tensors. A
+  // tunable may size a tensor too: it is declared with the tunables below. A specialized size
+  // used only inside dimension expressions still sizes a tensor; other names in those
+  // expressions are checked by the module checks.
+  auto declareSpecsIn = [&](const ast::Expr& e, auto& self) -> void {
+    if (e.kind == ast::ExprKind::Name && !symbols.find(e.name)) {
+      auto spec = specIndex.find(e.name);
+      if (spec != specIndex.end())
+        symbols.names.emplace(e.name, Symbol{SymbolKind::SpecializedDim, spec->second});
+    }
+    for (const ast::ExprPtr& operand : e.operands) self(*operand, self);
+  };
   for (const ast::ParamDecl& p : kernel.params) {
     for (const ast::SizeRef& dim : p.dims) {
-      if (!dim.isName()) continue;
+      if (dim.isExpr()) declareSpecsIn(*dim.expr, declareSpecsIn);
+      if (!dim.isName() || tunableIndex.count(dim.name)) continue;
       if (const Symbol* s = symbols.find(dim.name)) {
         if (s->kind != SymbolKind::RuntimeDim && s->kind != SymbolKind::SpecializedDim)
           report(dim.loc, "'" + dim.name + "' is already declared as a " + symbolKindName(s->kind));
@@ -122,7 +139,8 @@ std::optional<ValueArg> resolveValueArg(const ast::Expr& call, size_t index, Var
   return std::nullopt;
 }
 
-kir::Param describeParam(const ast::ParamDecl& param, const KernelSymbols& symbols,
+kir::Param describeParam(const ast::KernelDecl& kernel, const ast::ParamDecl& param,
+                         const KernelSymbols& symbols,
                          const std::map<std::string, int64_t>* bindings) {
   kir::Param p;
   p.name = param.name;
@@ -139,15 +157,14 @@ kir::Param describeParam(const ast::ParamDecl& param, const KernelSymbols& symbo
   for (const ast::SizeRef& size : param.dims) {
     kir::Dim d;
     d.name = size.text();
-    if (!size.isName()) {
+    const Symbol* s = size.isName() ? symbols.find(size.name) : nullptr;
+    if (s && s->kind == SymbolKind::RuntimeDim) {
+      d.runtimeDim = s->index;
+    } else if (!size.isName() && !size.isExpr()) {
       d.constant = size.value;
-    } else if (const Symbol* s = symbols.find(size.name)) {
-      if (s->kind == SymbolKind::RuntimeDim) {
-        d.runtimeDim = s->index;
-      } else if (s->kind == SymbolKind::SpecializedDim && bindings) {
-        auto bound = bindings->find(size.name);
-        if (bound != bindings->end()) d.constant = bound->second;
-      }
+    } else if (bindings) {
+      // Specialized sizes, tunables and expressions: compile-time constants of the configuration.
+      d.constant = dimensionValue(size, kernel, *bindings).value_or(-1);
     }
     p.dims.push_back(std::move(d));
   }

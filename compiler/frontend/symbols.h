@@ -54,9 +54,12 @@ std::optional<ValueArg> resolveValueArg(const ast::Expr& call, size_t index, Var
                                         const ast::KernelDecl& kernel, const KernelSymbols& symbols,
                                         std::string& error);
 
-/// The KIR description of a parameter. Specialized dimensions carry their value from
-/// `bindings` when given, and constant -1 otherwise (their value depends on the configuration).
-kir::Param describeParam(const ast::ParamDecl& param, const KernelSymbols& symbols,
+/// The KIR description of parameter `param` of `kernel`. Compile-time dimensions that depend
+/// on the configuration (specialized sizes, tunables, parenthesized expressions, named by their
+/// source text) carry their value from `bindings` when given, and constant -1 otherwise; they
+/// are never runtime dimensions.
+kir::Param describeParam(const ast::KernelDecl& kernel, const ast::ParamDecl& param,
+                         const KernelSymbols& symbols,
                          const std::map<std::string, int64_t>* bindings);
 
 }  // namespace mxfp6::frontend

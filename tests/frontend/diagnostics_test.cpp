@@ -111,7 +111,8 @@ TEST(Diagnostics, ErrorAtEndOfFile) {
   DiagnosticEngine diags;
   EXPECT_FALSE(parseSource("e.mxk", "kernel k(x: f32[T]) {\n  row t in T {\n", diags));
   EXPECT_EQ(diags.render(),
-            "e.mxk:3:1: error: expected a statement ('name = ...' or 'tensor[...] = ...') or '}', "
+            "e.mxk:3:1: error: expected a statement ('name = ...', 'tensor[...] = ...', 'var' or "
+            "'for') or '}', "
             "found end of file\n"
             "\n"
             "^\n");

@@ -1,5 +1,6 @@
 // Structural checks every KIR kernel must pass, whatever the source: operands refer to earlier
-// ops, accesses carry one index and one stride per dimension, types line up.
+// ops in scope (kir_verify.h), accesses carry one index and one stride per dimension, types
+// line up.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,10 +8,12 @@
 #include <algorithm>
 
 #include "compiler/frontend/kir.h"
+#include "tests/frontend/kir_verify.h"
 
 namespace mxfp6::frontend::test {
 
 inline void expectWellFormed(const kir::Kernel& k) {
+  EXPECT_EQ(verifyKir(k), "");
   auto isEarlier = [](int id, size_t i) { return id >= 0 && static_cast<size_t>(id) < i; };
   ASSERT_EQ(k.runtimeDims.size(), k.runtimeDimUsedByBody.size());
   ASSERT_EQ(k.rowVars.size(), k.rowDims.size());

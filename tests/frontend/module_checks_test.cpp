@@ -17,8 +17,8 @@ TEST(ModuleChecks, DuplicateNames) {
       parseErrors("kernel k(x: f32[n], n: i32) { row t in n { } }"),
       "t.mxk:1:17: error: 'n' is already declared as a scalar parameter\n"
       "t.mxk:1:40: error: rows range over runtime dimensions, but 'n' is a scalar parameter\n");
-  EXPECT_EQ(parseErrors("kernel k(x: f32[T]) tune T in {1} { row t in T { } }"),
-            "t.mxk:1:26: error: 'T' is already declared as a runtime dimension\n");
+  EXPECT_EQ(parseErrors("kernel k(x: f32[T], n: i32) tune n in {1} { row t in T { } }"),
+            "t.mxk:1:34: error: 'n' is already declared as a scalar parameter\n");
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) { row x in T { } }"),
             "t.mxk:1:27: error: 'x' is already declared as a tensor parameter\n");
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) { row t in T { } }\n"

@@ -1,12 +1,18 @@
 // libFuzzer entry point for the DSL frontend: any byte string must give a module or
-// diagnostics, never a crash, a sanitizer report, an exception or a hang. Every kernel that
-// parses is instantiated at its default configuration and dumped, and once per value of each
-// variant, so the type checker and the lowering see the mutated programs too.
+// diagnostics, never a crash, a sanitizer report, an exception or a hang, and every kernel it
+// instantiates must be well-formed KIR (tests/frontend/kir_verify.h: operands in scope, loops
+// paired, variables typed), or the fuzzer aborts. Every kernel that parses is instantiated at
+// its default configuration and dumped, once per value of each variant, and at the first few
+// enumerated configurations, so the type checker and the lowering see the mutated programs
+// too.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "compiler/frontend/frontend.h"
+#include "tests/frontend/kir_verify.h"
 
 using namespace mxfp6::frontend;
 
@@ -25,6 +31,15 @@ uint64_t crossProductSize(const KernelInfo& k) {
   return n;
 }
 
+constexpr size_t kMaxInstantiatedConfigs = 4;
+
+void checkWellFormed(const mxfp6::kir::Kernel& kernel) {
+  std::string problem = mxfp6::frontend::test::verifyKir(kernel);
+  if (problem.empty()) return;
+  std::fprintf(stderr, "malformed KIR: %s\n%s", problem.c_str(), dumpKir(kernel).c_str());
+  std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -38,6 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     dumpAst(*module);
     for (const KernelInfo& k : module->kernels()) {
       if (auto kernel = instantiate(*module, k.name, {}, diags)) {
+        checkWellFormed(*kernel);
         dumpKir(*kernel);
         kernel->abi();
       }
@@ -45,10 +61,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const VariantInfo& v : k.variants) {
         for (const std::string& value : v.values) {
           if (auto named = findVariantValue(value))
-            instantiate(*module, k.name, {{v.name, variantNameCode(*named)}}, diags);
+            if (auto kernel =
+                    instantiate(*module, k.name, {{v.name, variantNameCode(*named)}}, diags))
+              checkWellFormed(*kernel);
         }
       }
-      if (crossProductSize(k) <= kMaxEnumerated) enumerateConfigs(*module, k.name, {});
+      if (crossProductSize(k) <= kMaxEnumerated) {
+        auto configs = enumerateConfigs(*module, k.name, {});
+        for (size_t i = 0; i < configs.size() && i < kMaxInstantiatedConfigs; ++i) {
+          // Enumerated configurations satisfy the constraints and size every tensor.
+          DiagnosticEngine configDiags;
+          auto kernel = instantiate(*module, k.name, configs[i], configDiags);
+          if (kernel) checkWellFormed(*kernel);
+        }
+      }
     }
   }
   diags.render();
