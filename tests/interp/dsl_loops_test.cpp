@@ -1,0 +1,241 @@
+// Variables and loops written in the DSL (kernels_dsl/README.md, "Variables and loops"), lowered
+// by the frontend and run by the interpreter: the LN-modulate backward kernel, whose rows (b, j)
+// loop over the tokens s = j, j+P, ... of sample b and accumulate dscale/dshift partials in
+// variables, against a C++ reference written from the formulas
+//   xh = (x - mean) * rstd, gh = g * (1 + scale[b]),
+//   dx = rstd * (gh - mean(gh) - xh * mean(gh * xh)),
+//   dscale[b] = sum over the tokens t of b of g * xh, dshift[b] = sum of g,
+// with the tokens of sample b at t = b * sample_stride + s * token_stride, in both layouts
+// ([B, S, D]: strides S, 1; [S, B, D]: strides 1, B). Bounds: dx bit-equal (fp64 shadow and
+// bf16 bits; the reference evaluates the formula in the DSL's order); dshift exact (sums of bf16
+// values are exact in fp64); dscale, summed over the partials j here, within 1e-12 of the sum of
+// |g * xh| (a different order of the same fp64 sum), and every f32 partial the rounding of its
+// fp64 shadow.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/frontend/frontend.h"
+#include "compiler/interp/interpreter.h"
+#include "tests/interp/reference_rounding.h"
+
+namespace mxfp6::interp {
+namespace {
+
+using kir::Dtype;
+using testing::referenceBf16;
+using testing::referenceBf16Value;
+
+template <class T>
+TensorArg view(std::vector<T>& v, Dtype t, std::vector<int64_t> shape) {
+  return TensorArg{v.data(), t, std::move(shape), static_cast<int64_t>(v.size())};
+}
+
+bool sameBits(double a, double b) {
+  return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
+}
+
+const char* const kLnModulateBwd = R"(
+kernel ln_modulate_bwd(g: bf16[T, D], x: bf16[T, D], scale: bf16[B, D], mean: f32[T], rstd: f32[T],
+                       dx: out bf16[T, D], dscale_part: out f32[B, P, D], dshift_part: out f32[B, P, D],
+                       tokens_per_sample: i32, sample_stride: i32, token_stride: i32)
+  specialize D = 3072
+  tune THREADS in {384, 768} = 384, VEC in {4, 8} = 8
+{
+  row b, j in B, P {
+    var ds = zeros(D)
+    var dh = zeros(D)
+    for s in j .. tokens_per_sample step P {
+      t = b * sample_stride + s * token_stride
+      gv = f32(g[t, :])
+      r = rstd[t]
+      xh = (f32(x[t, :]) - mean[t]) * r
+      gh = gv * (1.0 + f32(scale[b, :]))
+      dx[t, :] = bf16(r * (gh - mean(gh) - xh * mean(gh * xh)))
+      ds = ds + gv * xh
+      dh = dh + gv
+    }
+    dscale_part[b, j, :] = ds
+    dshift_part[b, j, :] = dh
+  }
+}
+)";
+
+std::optional<kir::Kernel> instantiateSource(const std::string& source, const std::string& kernel,
+                                             const std::map<std::string, int64_t>& config) {
+  frontend::DiagnosticEngine diags;
+  auto module = frontend::parseSource("ln_modulate_bwd.mxk", source, diags);
+  if (!module) {
+    ADD_FAILURE() << diags.render();
+    return std::nullopt;
+  }
+  auto k = frontend::instantiate(*module, kernel, config, diags);
+  if (!k) ADD_FAILURE() << diags.render();
+  return k;
+}
+
+struct Case {
+  int64_t B, S, P, D;
+  bool sampleMajor;  // [B, S, D] (true) or [S, B, D]
+};
+
+std::string caseName(const Case& c) {
+  return "B=" + std::to_string(c.B) + " S=" + std::to_string(c.S) + " P=" +
+         std::to_string(c.P) + " D=" + std::to_string(c.D) +
+         (c.sampleMajor ? " [B,S,D]" : " [S,B,D]");
+}
+
+void checkLnModulateBwd(const Case& c) {
+  SCOPED_TRACE(caseName(c));
+  const int64_t B = c.B, S = c.S, P = c.P, D = c.D, T = B * S;
+  const int64_t sampleStride = c.sampleMajor ? S : 1;
+  const int64_t tokenStride = c.sampleMajor ? 1 : B;
+  auto k = instantiateSource(kLnModulateBwd, "ln_modulate_bwd", {{"D", D}});
+  ASSERT_TRUE(k);
+
+  // Inputs: bf16 g, x, scale; mean and rstd the f32 statistics of each row of x.
+  std::mt19937 rng(static_cast<uint32_t>(B * 1000 + S * 100 + P * 10 + D + c.sampleMajor));
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto bf16Vector = [&](int64_t n, double sigma, double mu) {
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    for (uint16_t& e : v) e = referenceBf16(mu + sigma * normal(rng));
+    return v;
+  };
+  std::vector<uint16_t> g = bf16Vector(T * D, 0.5, 0.0);
+  std::vector<uint16_t> x = bf16Vector(T * D, 2.0, 0.3);
+  std::vector<uint16_t> scale = bf16Vector(B * D, 0.2, 0.0);
+  std::vector<float> mean(static_cast<size_t>(T)), rstd(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    double sum = 0, sq = 0;
+    for (int64_t d = 0; d < D; ++d) sum += referenceBf16Value(x[t * D + d]);
+    const double mu = sum / static_cast<double>(D);
+    for (int64_t d = 0; d < D; ++d) {
+      const double e = referenceBf16Value(x[t * D + d]) - mu;
+      sq += e * e;
+    }
+    mean[t] = static_cast<float>(mu);
+    rstd[t] = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(D) + 1e-6));
+  }
+
+  std::vector<uint16_t> dx(static_cast<size_t>(T * D), 0x7FC1);  // a NaN no result has
+  std::vector<float> dscalePart(static_cast<size_t>(B * P * D), -7.0f);
+  std::vector<float> dshiftPart(dscalePart.size(), -7.0f);
+  std::vector<double> dxShadow(dx.size()), dscaleShadow(dscalePart.size()),
+      dshiftShadow(dshiftPart.size());
+  RunOptions options;
+  options.fp64Outputs = {{5, &dxShadow}, {6, &dscaleShadow}, {7, &dshiftShadow}};
+  std::vector<Arg> args = {view(g, Dtype::BF16, {T, D}),
+                           view(x, Dtype::BF16, {T, D}),
+                           view(scale, Dtype::BF16, {B, D}),
+                           view(mean, Dtype::F32, {T}),
+                           view(rstd, Dtype::F32, {T}),
+                           view(dx, Dtype::BF16, {T, D}),
+                           view(dscalePart, Dtype::F32, {B, P, D}),
+                           view(dshiftPart, Dtype::F32, {B, P, D}),
+                           int64_t{S},
+                           int64_t{sampleStride},
+                           int64_t{tokenStride}};
+  const Status st = run(*k, args, options);
+  ASSERT_TRUE(st.isOk()) << st.message();
+
+  // The reference, token by token.
+  std::vector<double> refDx(dx.size());
+  std::vector<double> refDscale(static_cast<size_t>(B * D), 0.0),
+      refDshift(static_cast<size_t>(B * D), 0.0), absDscale(static_cast<size_t>(B * D), 0.0);
+  std::vector<double> gh(static_cast<size_t>(D)), xh(static_cast<size_t>(D));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t s = 0; s < S; ++s) {
+      const int64_t t = b * sampleStride + s * tokenStride;
+      const double r = rstd[t];
+      double sumGh = 0, sumGhXh = 0;
+      for (int64_t d = 0; d < D; ++d) {
+        const double gv = referenceBf16Value(g[t * D + d]);
+        xh[d] = (referenceBf16Value(x[t * D + d]) - static_cast<double>(mean[t])) * r;
+        gh[d] = gv * (1.0 + referenceBf16Value(scale[b * D + d]));
+        sumGh += gh[d];
+        sumGhXh += gh[d] * xh[d];
+        refDscale[b * D + d] += gv * xh[d];
+        absDscale[b * D + d] += std::fabs(gv * xh[d]);
+        refDshift[b * D + d] += gv;
+      }
+      const double meanGh = sumGh / static_cast<double>(D);
+      const double meanGhXh = sumGhXh / static_cast<double>(D);
+      for (int64_t d = 0; d < D; ++d) {
+        refDx[t * D + d] = r * (gh[d] - meanGh - xh[d] * meanGhXh);
+      }
+    }
+  }
+
+  int64_t dxBad = 0;
+  for (size_t o = 0; o < dx.size(); ++o) {
+    dxBad += !sameBits(dxShadow[o], refDx[o]) || dx[o] != referenceBf16(refDx[o]);
+  }
+  EXPECT_EQ(dxBad, 0) << "of " << dx.size() << " dx elements";
+
+  int64_t partBad = 0, dscaleBad = 0, dshiftBad = 0;
+  for (size_t o = 0; o < dscalePart.size(); ++o) {
+    partBad += dscalePart[o] != static_cast<float>(dscaleShadow[o]) ||
+               dshiftPart[o] != static_cast<float>(dshiftShadow[o]);
+  }
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t d = 0; d < D; ++d) {
+      double dscale = 0, dshift = 0;
+      for (int64_t j = 0; j < P; ++j) {
+        dscale += dscaleShadow[(b * P + j) * D + d];
+        dshift += dshiftShadow[(b * P + j) * D + d];
+      }
+      const size_t o = static_cast<size_t>(b * D + d);
+      dscaleBad += !(std::fabs(dscale - refDscale[o]) <= 1e-12 * absDscale[o]);
+      dshiftBad += dshift != refDshift[o];
+    }
+  }
+  EXPECT_EQ(partBad, 0);
+  EXPECT_EQ(dscaleBad, 0);
+  EXPECT_EQ(dshiftBad, 0);
+
+  // Partials of a j with no token (j >= S) are zero: the loop ran no trip.
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t j = S; j < P; ++j) {
+      for (int64_t d = 0; d < D; ++d) {
+        ASSERT_EQ(dscalePart[(b * P + j) * D + d], 0.0f);
+        ASSERT_EQ(dshiftPart[(b * P + j) * D + d], 0.0f);
+      }
+    }
+  }
+}
+
+TEST(InterpDslLoops, LnModulateBackwardLowersToALoopWithVariables) {
+  auto k = instantiateSource(kLnModulateBwd, "ln_modulate_bwd", {{"D", 64}});
+  ASSERT_TRUE(k);
+  std::map<kir::OpCode, int> count;
+  for (const kir::Op& op : k->ops) ++count[op.code];
+  EXPECT_EQ(count[kir::OpCode::ForBegin], 1);
+  EXPECT_EQ(count[kir::OpCode::ForEnd], 1);
+  EXPECT_EQ(count[kir::OpCode::VarInit], 2);
+  EXPECT_EQ(count[kir::OpCode::VarWrite], 2);
+  EXPECT_GE(count[kir::OpCode::Splat], 1);
+}
+
+TEST(InterpDslLoops, LnModulateBackwardMatchesTheFormulasInBothLayouts) {
+  for (const bool sampleMajor : {true, false}) {
+    checkLnModulateBwd({3, 5, 2, 64, sampleMajor});
+    checkLnModulateBwd({2, 7, 1, 64, sampleMajor});  // one partial: the whole sample in order
+    checkLnModulateBwd({2, 3, 5, 64, sampleMajor});  // j = 3, 4 run no trip
+  }
+}
+
+TEST(InterpDslLoops, LnModulateBackwardAtTheSpecializedWidth) {
+  // D = 3072 and 32 tokens per sample: 16 trips per row.
+  for (const bool sampleMajor : {true, false}) checkLnModulateBwd({2, 32, 2, 3072, sampleMajor});
+}
+
+}  // namespace
+}  // namespace mxfp6::interp
