@@ -3,11 +3,16 @@
 #include "compiler/frontend/frontend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "compiler/interp/float_formats.h"
 
 namespace mxfp6::gputest {
 namespace fs = std::filesystem;
@@ -90,6 +95,57 @@ std::vector<rt::LaunchArg> launchArgs(const kir::Kernel& kernel, const interp::B
     }
   }
   return launch;
+}
+
+void Bf16Check::add(uint16_t gpuBits, double ref, double boundExtra) {
+  double g = interp::bf16ToDouble(gpuBits);
+  if (!std::isfinite(g)) {
+    ++nonFinite;
+    return;
+  }
+  double rounded = interp::roundToBf16(ref);
+  double ulps = std::fabs(g - rounded) / interp::ulpBf16(rounded);
+  maxUlp = std::max(maxUlp, ulps);
+  if (ulps <= 1.0) return;
+  ++beyondOneUlp;
+  double bound = 0.5 * interp::ulpBf16(ref) + boundExtra;
+  maxBoundFraction = std::max(maxBoundFraction, std::fabs(g - ref) / bound);
+  if (std::fabs(g - ref) > bound) ++beyondBound;
+}
+
+std::string Bf16Check::summary() const {
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "max_ulp=%.3g beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) nonfinite=%lld", maxUlp,
+                (long long)beyondOneUlp, maxBoundFraction, (long long)beyondBound, (long long)nonFinite);
+  return buf;
+}
+
+void Bf16Check::expectOk(const char* what) const {
+  EXPECT_EQ(nonFinite, 0) << what;
+  EXPECT_EQ(beyondBound, 0) << what;
+}
+
+Expected<void*> DeviceArgs::upload(rt::Device& dev, const void* data, size_t bytes) {
+  ASSIGN_OR_RETURN(rt::DeviceBuffer b, dev.allocate(bytes));
+  RETURN_IF_ERROR(dev.copyToDevice(b.data(), data, bytes));
+  buffers.push_back(std::move(b));
+  return buffers.back().data();
+}
+
+Expected<void*> DeviceArgs::output(rt::Device& dev, size_t bytes) {
+  ASSIGN_OR_RETURN(rt::DeviceBuffer b, dev.allocate(bytes));
+  RETURN_IF_ERROR(dev.memset(b.data(), 0xFF, bytes));
+  buffers.push_back(std::move(b));
+  return buffers.back().data();
+}
+
+Status launch(rt::Device& dev, const CodeObject& obj, const kir::Kernel& kernel, const std::vector<interp::Arg>& args,
+              int64_t rows) {
+  ASSIGN_OR_RETURN(auto loaded, rt::loadKernel(dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())),
+                                               obj.metadata));
+  ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
+  RETURN_IF_ERROR(loaded->launchRows(rows, nullptr, launchArgs(kernel, bound)));
+  return dev.synchronize();
 }
 
 uint16_t toBf16(float x) {

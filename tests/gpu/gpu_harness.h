@@ -43,6 +43,37 @@ std::optional<kir::Kernel> instantiateDsl(const std::string& file, const std::st
 /// interpreter's bindArguments (device pointers in the tensors, runtime sizes, scalars).
 std::vector<rt::LaunchArg> launchArgs(const kir::Kernel& kernel, const interp::BoundArgs& bound);
 
+/// One bf16 output against its fp64 reference: within 1 bf16 ulp of bf16(ref), or else within
+/// 0.5*ulp_bf16(ref) + boundExtra (the cancellation/accumulation bound each test states).
+struct Bf16Check {
+  double maxUlp = 0, maxBoundFraction = 0;
+  int64_t beyondOneUlp = 0, beyondBound = 0, nonFinite = 0;
+  void add(uint16_t gpuBits, double ref, double boundExtra);
+  std::string summary() const;
+  /// Fails the current test (gtest) on a non-finite output or one beyond its bound.
+  void expectOk(const char* what) const;
+};
+
+/// Device memory for one launch: uploaded inputs and NaN-poisoned (0xFF bytes) outputs, freed
+/// together.
+struct DeviceArgs {
+  std::vector<rt::DeviceBuffer> buffers;
+  Expected<void*> upload(rt::Device& dev, const void* data, size_t bytes);
+  Expected<void*> output(rt::Device& dev, size_t bytes);
+};
+
+/// Loads `obj`, binds interpreter-style arguments (tensors pointing at device memory), launches
+/// over `rows` rows and synchronizes.
+Status launch(rt::Device& dev, const CodeObject& obj, const kir::Kernel& kernel, const std::vector<interp::Arg>& args,
+              int64_t rows);
+
+template <typename T>
+Expected<std::vector<T>> download(rt::Device& dev, const void* ptr, size_t count) {
+  std::vector<T> host(count);
+  RETURN_IF_ERROR(dev.copyToHost(host.data(), ptr, count * sizeof(T)));
+  return host;
+}
+
 /// bf16 bits of a float (round to nearest even).
 uint16_t toBf16(float x);
 

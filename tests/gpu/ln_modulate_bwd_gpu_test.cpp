@@ -84,69 +84,6 @@ std::vector<double> dxTerms(const Inputs& in, int64_t t, int64_t b) {
   return terms;
 }
 
-/// Counts of one bf16 output against its fp64 reference under "1 ulp or the bound".
-struct Check {
-  double maxUlp = 0, maxBoundFraction = 0;
-  int64_t beyondOneUlp = 0, beyondBound = 0, nonFinite = 0;
-  void add(uint16_t gpuBits, double ref, double boundExtra) {
-    double g = interp::bf16ToDouble(gpuBits);
-    if (!std::isfinite(g)) { ++nonFinite; return; }
-    double rounded = interp::roundToBf16(ref);
-    double ulps = std::fabs(g - rounded) / interp::ulpBf16(rounded);
-    maxUlp = std::max(maxUlp, ulps);
-    if (ulps <= 1.0) return;
-    ++beyondOneUlp;
-    double bound = 0.5 * interp::ulpBf16(ref) + boundExtra;
-    maxBoundFraction = std::max(maxBoundFraction, std::fabs(g - ref) / bound);
-    if (std::fabs(g - ref) > bound) ++beyondBound;
-  }
-  std::string summary() const {
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "max_ulp=%.3g beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) nonfinite=%lld",
-                  maxUlp, (long long)beyondOneUlp, maxBoundFraction, (long long)beyondBound, (long long)nonFinite);
-    return buf;
-  }
-  void expectOk(const char* what) const {
-    EXPECT_EQ(nonFinite, 0) << what;
-    EXPECT_EQ(beyondBound, 0) << what;
-  }
-};
-
-/// Device copies of a list of host arrays, and output buffers poisoned with NaN bytes.
-struct DeviceArgs {
-  std::vector<rt::DeviceBuffer> buffers;
-  Expected<void*> upload(rt::Device& dev, const void* data, size_t bytes) {
-    ASSIGN_OR_RETURN(rt::DeviceBuffer b, dev.allocate(bytes));
-    RETURN_IF_ERROR(dev.copyToDevice(b.data(), data, bytes));
-    buffers.push_back(std::move(b));
-    return buffers.back().data();
-  }
-  Expected<void*> output(rt::Device& dev, size_t bytes) {
-    ASSIGN_OR_RETURN(rt::DeviceBuffer b, dev.allocate(bytes));
-    RETURN_IF_ERROR(dev.memset(b.data(), 0xFF, bytes));
-    buffers.push_back(std::move(b));
-    return buffers.back().data();
-  }
-};
-
-/// Runs `kernel` (one code object) with interpreter-style arguments whose tensors point at device
-/// memory; returns after synchronizing.
-Status launch(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
-              const std::vector<interp::Arg>& args, int64_t rows) {
-  ASSIGN_OR_RETURN(auto loaded, rt::loadKernel(dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())),
-                                               obj.metadata));
-  ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
-  RETURN_IF_ERROR(loaded->launchRows(rows, nullptr, gputest::launchArgs(kernel, bound)));
-  return dev.synchronize();
-}
-
-template <typename T>
-Expected<std::vector<T>> download(rt::Device& dev, const void* ptr, size_t count) {
-  std::vector<T> host(count);
-  RETURN_IF_ERROR(dev.copyToHost(host.data(), ptr, count * sizeof(T)));
-  return host;
-}
-
 std::string configTag(const rt::KernelMetadata& m) {
   std::string tag;
   for (const auto& [k, v] : m.config) tag += k + "=" + std::to_string(v) + " ";
@@ -165,7 +102,7 @@ Expected<PerTokenOutputs> runPerToken(rt::Device& dev, const gputest::CodeObject
                                       const Inputs& in) {
   int64_t T = in.tokens;
   size_t n = T * kD;
-  DeviceArgs d;
+  gputest::DeviceArgs d;
   ASSIGN_OR_RETURN(void* g, d.upload(dev, in.g.data(), n * 2));
   ASSIGN_OR_RETURN(void* x, d.upload(dev, in.x.data(), n * 2));
   ASSIGN_OR_RETURN(void* scale, d.upload(dev, in.scale.data(), n * 2));
@@ -179,11 +116,11 @@ Expected<PerTokenOutputs> runPerToken(rt::Device& dev, const gputest::CodeObject
       tensor(scale, kir::Dtype::BF16, {T, kD}), tensor(mean, kir::Dtype::F32, {T}),
       tensor(rstd, kir::Dtype::F32, {T}),       tensor(dx, kir::Dtype::BF16, {T, kD}),
       tensor(dscale, kir::Dtype::BF16, {T, kD}), tensor(dshift, kir::Dtype::BF16, {T, kD})};
-  RETURN_IF_ERROR(launch(dev, obj, kernel, args, T));
+  RETURN_IF_ERROR(gputest::launch(dev, obj, kernel, args, T));
   PerTokenOutputs out;
-  ASSIGN_OR_RETURN(out.dx, download<uint16_t>(dev, dx, n));
-  ASSIGN_OR_RETURN(out.dscale, download<uint16_t>(dev, dscale, n));
-  ASSIGN_OR_RETURN(out.dshift, download<uint16_t>(dev, dshift, n));
+  ASSIGN_OR_RETURN(out.dx, gputest::download<uint16_t>(dev, dx, n));
+  ASSIGN_OR_RETURN(out.dscale, gputest::download<uint16_t>(dev, dscale, n));
+  ASSIGN_OR_RETURN(out.dshift, gputest::download<uint16_t>(dev, dshift, n));
   return out;
 }
 
@@ -223,7 +160,7 @@ TEST_P(LnModulateBwdPerTokenGpu, MatchesFp64InterpreterAndIsDeterministic) {
     ASSERT_TRUE(first.isOk()) << first.status().message();
     auto second = runPerToken(*dev, obj, *kernel, in);
     ASSERT_TRUE(second.isOk()) << second.status().message();
-    Check dxCheck, dscaleCheck;
+    gputest::Bf16Check dxCheck, dscaleCheck;
     for (int64_t t = 0; t < T; ++t) {
       std::vector<double> terms = dxTerms(in, t, t);
       for (int64_t j = 0; j < kD; ++j) {
@@ -247,6 +184,154 @@ TEST_P(LnModulateBwdPerTokenGpu, MatchesFp64InterpreterAndIsDeterministic) {
 
 INSTANTIATE_TEST_SUITE_P(Tokens, LnModulateBwdPerTokenGpu, ::testing::Values(int64_t{16384}, int64_t{7}),
                          [](const auto& info) { return "T" + std::to_string(info.param); });
+
+
+// ---------------------------------------------------------------------------------------------
+// Per-sample modulation: ln_modulate_bwd (dx + partials) then ln_modulate_bwd_reduce
+
+struct SampleShape {
+  int64_t samples, tokensPerSample, partials;
+  bool sequenceMajor;  // tokens [S, B, D] instead of [B, S, D]
+};
+
+struct PerSampleOutputs {
+  std::vector<uint16_t> dx, dscale, dshift;
+  bool operator==(const PerSampleOutputs&) const = default;
+};
+
+/// Token index of sample b's s-th token.
+int64_t tokenOf(const SampleShape& sh, int64_t b, int64_t s) {
+  return sh.sequenceMajor ? s * sh.samples + b : b * sh.tokensPerSample + s;
+}
+
+std::vector<interp::Arg> bwdArgs(const SampleShape& sh, const void* g, const void* x, const void* scale,
+                                 const void* mean, const void* rstd, void* dx, void* dsPart, void* dhPart) {
+  int64_t B = sh.samples, S = sh.tokensPerSample, T = B * S, P = sh.partials;
+  return {tensor(g, kir::Dtype::BF16, {T, kD}),         tensor(x, kir::Dtype::BF16, {T, kD}),
+          tensor(scale, kir::Dtype::BF16, {B, kD}),     tensor(mean, kir::Dtype::F32, {T}),
+          tensor(rstd, kir::Dtype::F32, {T}),           tensor(dx, kir::Dtype::BF16, {T, kD}),
+          tensor(dsPart, kir::Dtype::F32, {B, P, kD}),  tensor(dhPart, kir::Dtype::F32, {B, P, kD}),
+          S, sh.sequenceMajor ? int64_t(1) : S, sh.sequenceMajor ? B : int64_t(1)};
+}
+
+std::vector<interp::Arg> reduceArgs(const SampleShape& sh, const void* dsPart, const void* dhPart, void* ds, void* dh) {
+  int64_t B = sh.samples, P = sh.partials;
+  return {tensor(dsPart, kir::Dtype::F32, {B, P, kD}), tensor(dhPart, kir::Dtype::F32, {B, P, kD}),
+          tensor(ds, kir::Dtype::BF16, {B, kD}), tensor(dh, kir::Dtype::BF16, {B, kD})};
+}
+
+Expected<PerSampleOutputs> runPerSample(rt::Device& dev, const gputest::CodeObject& bwdObj, const kir::Kernel& bwd,
+                                        const gputest::CodeObject& reduceObj, const kir::Kernel& reduce,
+                                        const SampleShape& sh, const Inputs& in) {
+  int64_t B = sh.samples, T = B * sh.tokensPerSample, P = sh.partials;
+  gputest::DeviceArgs d;
+  ASSIGN_OR_RETURN(void* g, d.upload(dev, in.g.data(), T * kD * 2));
+  ASSIGN_OR_RETURN(void* x, d.upload(dev, in.x.data(), T * kD * 2));
+  ASSIGN_OR_RETURN(void* scale, d.upload(dev, in.scale.data(), B * kD * 2));
+  ASSIGN_OR_RETURN(void* mean, d.upload(dev, in.mean.data(), T * 4));
+  ASSIGN_OR_RETURN(void* rstd, d.upload(dev, in.rstd.data(), T * 4));
+  ASSIGN_OR_RETURN(void* dx, d.output(dev, T * kD * 2));
+  ASSIGN_OR_RETURN(void* dsPart, d.output(dev, B * P * kD * 4));
+  ASSIGN_OR_RETURN(void* dhPart, d.output(dev, B * P * kD * 4));
+  ASSIGN_OR_RETURN(void* ds, d.output(dev, B * kD * 2));
+  ASSIGN_OR_RETURN(void* dh, d.output(dev, B * kD * 2));
+  RETURN_IF_ERROR(gputest::launch(dev, bwdObj, bwd, bwdArgs(sh, g, x, scale, mean, rstd, dx, dsPart, dhPart), B * P));
+  RETURN_IF_ERROR(gputest::launch(dev, reduceObj, reduce, reduceArgs(sh, dsPart, dhPart, ds, dh), B));
+  PerSampleOutputs out;
+  ASSIGN_OR_RETURN(out.dx, gputest::download<uint16_t>(dev, dx, T * kD));
+  ASSIGN_OR_RETURN(out.dscale, gputest::download<uint16_t>(dev, ds, B * kD));
+  ASSIGN_OR_RETURN(out.dshift, gputest::download<uint16_t>(dev, dh, B * kD));
+  return out;
+}
+
+class LnModulateBwdPerSampleGpu : public ::testing::TestWithParam<SampleShape> {};
+
+TEST_P(LnModulateBwdPerSampleGpu, MatchesFp64InterpreterAndIsDeterministic) {
+  std::string whyNot;
+  rt::Device* dev = gputest::device(&whyNot);
+  if (!dev) GTEST_SKIP() << whyNot;
+  auto bwdObjects = gputest::findCodeObjects("ln_modulate_bwd");
+  auto reduceObjects = gputest::findCodeObjects("ln_modulate_bwd_reduce");
+  ASSERT_FALSE(bwdObjects.empty() || reduceObjects.empty()) << "missing code objects in " << gputest::gpuKernelsDir();
+  std::string error;
+  auto bwdRef = gputest::instantiateDsl("kernels_dsl/ln_modulate.mxk", "ln_modulate_bwd", {}, error);
+  ASSERT_TRUE(bwdRef) << error;
+
+  const SampleShape sh = GetParam();
+  int64_t B = sh.samples, S = sh.tokensPerSample, T = B * S, P = sh.partials;
+  Inputs in = makeInputs(T, B, 1234 + T + sh.sequenceMajor);
+  std::vector<uint16_t> dx(T * kD);
+  std::vector<float> dsPart(B * P * kD), dhPart(B * P * kD);
+  std::vector<double> dx64(T * kD), ds64Part(B * P * kD), dh64Part(B * P * kD);
+  interp::RunOptions opts;
+  opts.fp64Outputs = {{5, &dx64}, {6, &ds64Part}, {7, &dh64Part}};
+  Status ran = interp::run(*bwdRef, bwdArgs(sh, in.g.data(), in.x.data(), in.scale.data(), in.mean.data(),
+                                            in.rstd.data(), dx.data(), dsPart.data(), dhPart.data()), opts);
+  ASSERT_TRUE(ran.isOk()) << ran.message();
+  // The exact sums over each sample's tokens, and the magnitudes that bound fp32 accumulation.
+  std::vector<double> ds64(B * kD, 0.0), dh64(B * kD, 0.0), dsMag(B * kD, 0.0), dhMag(B * kD, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < P; ++j)
+      for (int64_t c = 0; c < kD; ++c) {
+        ds64[b * kD + c] += ds64Part[(b * P + j) * kD + c];
+        dh64[b * kD + c] += dh64Part[(b * P + j) * kD + c];
+      }
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) {
+      int64_t t = tokenOf(sh, b, s);
+      for (int64_t c = 0; c < kD; ++c) {
+        double gAbs = std::fabs(interp::bf16ToDouble(in.g[t * kD + c]));
+        dsMag[b * kD + c] += gAbs * xhMagnitude(in, t, c);
+        dhMag[b * kD + c] += gAbs;
+      }
+    }
+  double accumulation = std::ldexp(double(S / P + P + 8), -24);
+
+  for (const gputest::CodeObject& bwdObj : bwdObjects)
+    for (const gputest::CodeObject& reduceObj : reduceObjects) {
+      SCOPED_TRACE(bwdObj.path + " + " + reduceObj.path);
+      auto bwd = gputest::instantiateDsl("kernels_dsl/ln_modulate.mxk", "ln_modulate_bwd", bwdObj.metadata.config, error);
+      ASSERT_TRUE(bwd) << error;
+      auto reduce = gputest::instantiateDsl("kernels_dsl/ln_modulate.mxk", "ln_modulate_bwd_reduce",
+                                            reduceObj.metadata.config, error);
+      ASSERT_TRUE(reduce) << error;
+      auto first = runPerSample(*dev, bwdObj, *bwd, reduceObj, *reduce, sh, in);
+      ASSERT_TRUE(first.isOk()) << first.status().message();
+      auto second = runPerSample(*dev, bwdObj, *bwd, reduceObj, *reduce, sh, in);
+      ASSERT_TRUE(second.isOk()) << second.status().message();
+      gputest::Bf16Check dxCheck, dsCheck, dhCheck;
+      for (int64_t t = 0; t < T; ++t) {
+        int64_t b = sh.sequenceMajor ? t % B : t / S;
+        std::vector<double> terms = dxTerms(in, t, b);
+        for (int64_t c = 0; c < kD; ++c) dxCheck.add(first->dx[t * kD + c], dx64[t * kD + c], std::ldexp(terms[c], -20));
+      }
+      for (int64_t i = 0; i < B * kD; ++i) {
+        dsCheck.add(first->dscale[i], ds64[i], accumulation * dsMag[i]);
+        dhCheck.add(first->dshift[i], dh64[i], accumulation * dhMag[i]);
+      }
+      bool identical = *first == *second;
+      std::printf("RESULT ln_modulate_bwd+reduce %-38s B=%lld S=%lld P=%lld %s dx: %s | dscale: %s | dshift: %s | "
+                  "deterministic=%s\n",
+                  (configTag(bwdObj.metadata) + "/ " + configTag(reduceObj.metadata)).c_str(), (long long)B,
+                  (long long)S, (long long)P, sh.sequenceMajor ? "[S,B,D]" : "[B,S,D]", dxCheck.summary().c_str(),
+                  dsCheck.summary().c_str(), dhCheck.summary().c_str(), identical ? "yes" : "NO");
+      dxCheck.expectOk("dx");
+      dsCheck.expectOk("dscale");
+      dhCheck.expectOk("dshift");
+      EXPECT_TRUE(identical);
+    }
+}
+
+// B=32, S=512 (T=16384) in both token layouts with 16 partials per sample; a ragged split (S=7
+// tokens over P=3 partials) with fewer tokens than a typical P.
+INSTANTIATE_TEST_SUITE_P(Shapes, LnModulateBwdPerSampleGpu,
+                         ::testing::Values(SampleShape{32, 512, 16, false}, SampleShape{32, 512, 16, true},
+                                           SampleShape{2, 7, 3, false}, SampleShape{2, 7, 3, true}),
+                         [](const auto& info) {
+                           return "B" + std::to_string(info.param.samples) + "_S" +
+                                  std::to_string(info.param.tokensPerSample) +
+                                  (info.param.sequenceMajor ? "_SBD" : "_BSD");
+                         });
 
 }  // namespace
 }  // namespace mxfp6
