@@ -121,6 +121,54 @@ LogicalResult KernelEmitter::checkSchedule() {
   return success();
 }
 
+/// Each load moves up to just after the ops it depends on (its indices and strides, which move
+/// up too: scalar integer math is cheap), staying inside its loop body. A DSL row reads its
+/// inputs where the math needs them, often after a reduction (LN-modulate loads scale and shift
+/// after two block reductions); issued early, all of a thread's loads are in flight together
+/// instead of one barrier apart. Loads read inputs and stores write outputs, which the language
+/// keeps apart, so no store is crossed that could change a loaded value.
+std::vector<int> KernelEmitter::emissionOrder() const {
+  int n = int(k_.ops.size());
+  std::vector<int> innermostLoop(n, -1), open;
+  for (int i = 0; i < n; ++i) {
+    if (k_.ops[i].code == OpCode::ForEnd) open.pop_back();
+    innermostLoop[i] = open.empty() ? -1 : open.back();
+    if (k_.ops[i].code == OpCode::ForBegin) open.push_back(i);
+  }
+  auto movable = [&](const kir::Op& op) {
+    switch (op.code) {
+      case OpCode::Load: return true;
+      case OpCode::Store: case OpCode::ReduceSum: case OpCode::ReduceMax: case OpCode::ReduceMin:
+      case OpCode::VarInit: case OpCode::VarRead: case OpCode::VarWrite: case OpCode::ForBegin:
+      case OpCode::ForEnd:
+        return false;
+      default: return !op.type.isVector();
+    }
+  };
+  // An op emitted "at" e comes right after op e is (or would have been) emitted; -1 is the start.
+  std::vector<int> at(n);
+  std::vector<std::vector<int>> hoistedAfter(n + 1);
+  std::vector<bool> hoisted(n, false);
+  for (int i = 0; i < n; ++i) {
+    const kir::Op& op = k_.ops[i];
+    at[i] = i;
+    if (!movable(op)) continue;
+    int earliest = innermostLoop[i];
+    for (int d : op.operands) earliest = std::max(earliest, d < 0 ? -1 : at[d]);
+    for (int d : op.strides) earliest = std::max(earliest, at[d]);
+    if (earliest + 1 >= i) continue;
+    at[i] = earliest;
+    hoistedAfter[earliest + 1].push_back(i);
+    hoisted[i] = true;
+  }
+  std::vector<int> order(hoistedAfter[0]);
+  for (int i = 0; i < n; ++i) {
+    if (!hoisted[i]) order.push_back(i);
+    order.insert(order.end(), hoistedAfter[i + 1].begin(), hoistedAfter[i + 1].end());
+  }
+  return order;
+}
+
 Value KernelEmitter::toI64(Value v) {
   if (v.getType().isInteger(64)) return v;
   return arith::ExtSIOp::create(b_, b_.getI64Type(), v);
@@ -352,7 +400,7 @@ Value KernelEmitter::sqrtValue(Value v) {
 
 /// exp(x) = 2^(x*log2(e)) through the hardware base-2 exponential (≈2 ulp in f32).
 Value KernelEmitter::expValue(Value v) {
-  const char* intrinsic = target_.backend == Backend::NVVM ? "llvm.nvvm.ex2.approx.f" : "llvm.amdgcn.exp2.f32";
+  const char* intrinsic = target_.backend == Backend::NVVM ? "llvm.nvvm.ex2.approx.f32" : "llvm.amdgcn.exp2.f32";
   auto scalarExp = [&](Value x) {
     Value log2e = arith::ConstantOp::create(b_, b_.getF32FloatAttr(1.4426950408889634f));
     Value scaled = arith::MulFOp::create(b_, x, log2e);
@@ -566,9 +614,9 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   emitPrologue(func);
   values_.assign(k_.ops.size(), RegValue());
   int64_t pointerAlignment = 1;
-  for (size_t i = 0; i < k_.ops.size(); ++i) {
-    if (failed(emitOp(k_.ops[i], int(i)))) return nullptr;
-    const kir::Op& op = k_.ops[i];
+  for (int i : emissionOrder())
+    if (failed(emitOp(k_.ops[i], i))) return nullptr;
+  for (const kir::Op& op : k_.ops) {
     if ((op.code == OpCode::Load && op.type.isVector()) ||
         (op.code == OpCode::Store && k_.ops[op.value].type.isVector()))
       pointerAlignment = std::max(pointerAlignment, chunkAlignment(op));
