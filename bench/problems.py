@@ -18,17 +18,21 @@ HEAD_DIM, PAIRS = 128, 64
 # ---------------------------------------------------------------------------------------------
 # PyTorch implementations (fp32 math, one rounding to bf16 at the end, like the kernels)
 
-def ln_modulate_fwd_torch(x, scale, shift, tokens_per_sample, eps):
-    """y = LN(x) * (1 + scale[b]) + shift[b], b = t / tokens_per_sample; returns y, mean, rstd."""
+def ln_modulate_fwd_torch(x, scale, shift, sample_div, eps):
+    """y = LN(x) * (1 + scale[b]) + shift[b], b = (t / sample_div) % B ([B, S, D] tokens:
+    sample_div = S; [S, B, D]: sample_div = 1); returns y, mean, rstd."""
     T, D = x.shape
+    B = scale.shape[0]
     xf = x.float()
     var, mean = torch.var_mean(xf, dim=-1, correction=0)
     rstd = torch.rsqrt(var + eps)
     xh = (xf - mean[:, None]) * rstd[:, None]
-    if T % tokens_per_sample == 0:  # whole samples: the modulation broadcasts over their tokens
-        y = xh.view(-1, tokens_per_sample, D) * (1 + scale.float()[:, None]) + shift.float()[:, None]
+    if T == B * sample_div:  # [B, S, D], whole samples: the modulation broadcasts over their tokens
+        y = xh.view(B, sample_div, D) * (1 + scale.float()[:, None]) + shift.float()[:, None]
+    elif sample_div == 1 and T % B == 0:  # [S, B, D], whole sequence positions
+        y = xh.view(-1, B, D) * (1 + scale.float()[None]) + shift.float()[None]
     else:
-        b = torch.div(torch.arange(T, device=x.device), tokens_per_sample, rounding_mode="floor")
+        b = torch.div(torch.arange(T, device=x.device), sample_div, rounding_mode="floor") % B
         y = xh * (1 + scale.float()[b]) + shift.float()[b]
     return y.to(BF16).view(T, D), mean, rstd
 
@@ -182,7 +186,7 @@ def _rope_table(positions, g, device):
 
 
 class LnModulate:
-    """LN-modulate forward, per-sample modulation, tokens [B, S, D] batch-major."""
+    """LN-modulate forward, per-sample modulation, tokens [B, S, D] batch-major (sample_div = S)."""
     kernel = "ln_modulate_fwd"
     family = "LN-modulate fwd"
     torch_fn = staticmethod(ln_modulate_fwd_torch)
@@ -210,7 +214,7 @@ class LnModulate:
         x = center + (0.5 + 1.5 * u(T, 1)) * torch.randn(T, D, generator=g, device=device)
         scale = 0.5 * torch.randn(B, D, generator=g, device=device)
         shift = 0.5 * torch.randn(B, D, generator=g, device=device)
-        self.args = (x.to(BF16), scale.to(BF16), shift.to(BF16), self.S, EPS)
+        self.args = (x.to(BF16), scale.to(BF16), shift.to(BF16), self.S, EPS)  # sample_div = S
 
     def alloc_outputs(self):
         x = self.args[0]
@@ -218,13 +222,13 @@ class LnModulate:
                 torch.empty(self.T, device=x.device, dtype=F32))
 
     def abi_values(self, outs):
-        x, scale, shift, S, eps = self.args
+        x, scale, shift, sample_div, eps = self.args
         y, mean, rstd = outs
         return {"x": x, "scale": scale, "shift": shift, "y": y, "mean": mean, "rstd": rstd,
-                "tokens_per_sample": S, "eps": eps, "T": self.T, "B": self.B, "D": self.D}
+                "sample_div": sample_div, "eps": eps, "T": self.T, "B": self.B, "D": self.D}
 
     def check(self, outs, chunk=4096):
-        x, scale, shift, S, _ = self.args
+        x, scale, shift, sample_div, _ = self.args
         y, mean, rstd = outs
         chk = Check()
         sc, sh = scale.double(), shift.double()
@@ -234,7 +238,7 @@ class LnModulate:
             mu = x64.mean(-1)
             d = x64 - mu[:, None]
             r = ((d * d).mean(-1) + EPS).rsqrt()
-            s = torch.div(torch.arange(a, b, device=x.device), S, rounding_mode="floor")
+            s = torch.div(torch.arange(a, b, device=x.device), sample_div, rounding_mode="floor") % self.B
             gain = r[:, None] * (1 + sc[s])
             ref = d * gain + sh[s]
             terms = lambda: (x64.abs() + mu.abs()[:, None]) * gain.abs() + sh[s].abs()

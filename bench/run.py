@@ -201,9 +201,9 @@ def host_launch(ctx):
     res["mxfp6c_prepared_us"] = measure.host_us_per_call(lambda: k.launch(args, grid, stream))
     res["mxfp6c_pack_each_call_us"] = measure.host_us_per_call(
         lambda: k.launch_rows(p.abi_values(outs), 1, torch.cuda.current_stream().cuda_stream))
-    x, scale, shift, S, eps = p.args
+    x, scale, shift, sample_div, eps = p.args
     res["triton_direct_us"] = measure.host_us_per_call(
-        triton_baselines.ln_modulate_fwd_launcher(x, scale, shift, *outs, S, eps))
+        triton_baselines.ln_modulate_fwd_launcher(x, scale, shift, *outs, sample_div, eps))
     return res
 
 

@@ -14,7 +14,7 @@ import triton.language as tl
 # a power of two, masked).
 
 @triton.jit
-def _ln_modulate_fwd_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, mean_ptr, rstd_ptr, T, tokens_per_sample, eps,
+def _ln_modulate_fwd_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, mean_ptr, rstd_ptr, T, B, sample_div, eps,
                             D: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_D)
@@ -25,7 +25,7 @@ def _ln_modulate_fwd_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, mean_ptr, rstd_p
     mean = tl.sum(x, axis=1) / D
     d = tl.where(mask, x - mean[:, None], 0.0)
     rstd = tl.rsqrt(tl.sum(d * d, axis=1) / D + eps)
-    mod = (rows // tokens_per_sample).to(tl.int64)[:, None] * D + cols[None, :]
+    mod = ((rows // sample_div) % B).to(tl.int64)[:, None] * D + cols[None, :]
     scale = tl.load(scale_ptr + mod, mask=mask, other=0.0).to(tl.float32)
     shift = tl.load(shift_ptr + mod, mask=mask, other=0.0).to(tl.float32)
     y = d * rstd[:, None] * (1.0 + scale) + shift
@@ -40,22 +40,24 @@ _ln_modulate_fwd_tuned = triton.autotune(
     key=["T"])(_ln_modulate_fwd_kernel)
 
 
-def ln_modulate_fwd(x, scale, shift, tokens_per_sample, eps, out=None):
+def ln_modulate_fwd(x, scale, shift, sample_div, eps, out=None):
     T, D = x.shape
+    B = scale.shape[0]
     y, mean, rstd = out or (torch.empty_like(x), torch.empty(T, device=x.device, dtype=torch.float32),
                             torch.empty(T, device=x.device, dtype=torch.float32))
     _ln_modulate_fwd_tuned[lambda meta: (triton.cdiv(T, meta["ROWS"]),)](
-        x, scale, shift, y, mean, rstd, T, tokens_per_sample, eps, D=D, BLOCK_D=triton.next_power_of_2(D))
+        x, scale, shift, y, mean, rstd, T, B, sample_div, eps, D=D, BLOCK_D=triton.next_power_of_2(D))
     return y, mean, rstd
 
 
-def ln_modulate_fwd_launcher(x, scale, shift, y, mean, rstd, tokens_per_sample, eps):
+def ln_modulate_fwd_launcher(x, scale, shift, y, mean, rstd, sample_div, eps):
     """A direct launch at one fixed config (no autotuner in the path): what a host-overhead loop
     of a plain Triton launch measures."""
     T, D = x.shape
+    B = scale.shape[0]
     grid = (T,)
     block = triton.next_power_of_2(D)
-    return lambda: _ln_modulate_fwd_kernel[grid](x, scale, shift, y, mean, rstd, T, tokens_per_sample, eps,
+    return lambda: _ln_modulate_fwd_kernel[grid](x, scale, shift, y, mean, rstd, T, B, sample_div, eps,
                                                  D=D, BLOCK_D=block, ROWS=1, num_warps=4)
 
 

@@ -111,7 +111,7 @@ TEST_F(LnModulateCodeObject, MetadataDescribesTheLaunch) {
   EXPECT_EQ(j["target"], "gfx942");
   std::vector<std::string> kinds;
   for (const auto& a : j["abi"]) kinds.push_back(a["kind"]);
-  EXPECT_EQ(kinds, (std::vector<std::string>{"ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "i32", "f32", "i64"}));
+  EXPECT_EQ(kinds, (std::vector<std::string>{"ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "i32", "f32", "i64", "i64"}));
   EXPECT_EQ(j["block"], nlohmann::json({384, 1, 1}));
   EXPECT_EQ(j["rows_per_program"], 1);
   EXPECT_EQ(j["alignment"], 16);  // VEC=8 bf16 = 16-byte accesses

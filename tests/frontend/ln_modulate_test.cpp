@@ -41,6 +41,7 @@ TEST_F(LnModulateTest, DescribesItsDeclarations) {
   EXPECT_EQ(info->params[0].name, "x");
   EXPECT_EQ(info->params[3].name, "y");
   EXPECT_TRUE(info->params[3].isOutput);
+  EXPECT_EQ(info->params[6].name, "sample_div");
   EXPECT_EQ(info->params[7].name, "eps");
   EXPECT_TRUE(info->params[7].hasDefault);
   EXPECT_DOUBLE_EQ(info->params[7].defaultValue, 1e-6);
@@ -73,7 +74,7 @@ TEST_F(LnModulateTest, DefaultConfigurationHasTheLaunchAbi) {
   EXPECT_EQ(k.rowVars, (std::vector<std::string>{"t"}));
   EXPECT_EQ(k.rowDims, (std::vector<int>{0}));
   EXPECT_EQ(k.runtimeDims, (std::vector<std::string>{"T", "B"}));
-  EXPECT_EQ(k.runtimeDimUsedByBody, (std::vector<bool>{true, false}));
+  EXPECT_EQ(k.runtimeDimUsedByBody, (std::vector<bool>{true, true}));
   EXPECT_EQ(k.params[0].dims[1].constant, 3072);
 
   std::vector<std::pair<AbiKind, std::string>> abi;
@@ -85,12 +86,15 @@ TEST_F(LnModulateTest, DefaultConfigurationHasTheLaunchAbi) {
       {AbiKind::Pointer, "y"},
       {AbiKind::Pointer, "mean"},
       {AbiKind::Pointer, "rstd"},
-      {AbiKind::I32, "tokens_per_sample"},
+      {AbiKind::I32, "sample_div"},
       {AbiKind::F32, "eps"},
       {AbiKind::I64, "T"},
+      {AbiKind::I64, "B"},
   };
   EXPECT_EQ(abi, expected);
-  EXPECT_EQ(k.abi().back().runtimeDim, 0);
+  EXPECT_EQ(k.abi()[8].runtimeDim, 0);
+  EXPECT_EQ(k.abi()[8].param, -1);
+  EXPECT_EQ(k.abi().back().runtimeDim, 1);
   EXPECT_EQ(k.abi().back().param, -1);
   EXPECT_EQ(k.abi()[6].param, 6);
 }
@@ -105,7 +109,8 @@ TEST_F(LnModulateTest, KirHasTheExpectedOps) {
   EXPECT_EQ(codes.count(OpCode::Rsqrt), 1u);
   EXPECT_EQ(codes.count(OpCode::RowIndex), 1u);
   EXPECT_EQ(codes.count(OpCode::ScalarArg), 2u);
-  EXPECT_EQ(codes.count(OpCode::DimArg), 0u);  // D is constant and T only counts rows
+  EXPECT_EQ(codes.count(OpCode::DimArg), 1u);  // B; D is constant and T only counts rows
+  EXPECT_EQ(codes.count(OpCode::Rem), 1u);
 
   // `mean(` is the builtin and `mean[` the output tensor.
   const kir::Op* storeMean = nullptr;
@@ -134,15 +139,24 @@ TEST_F(LnModulateTest, KirHasTheExpectedOps) {
   EXPECT_EQ(k.ops[storeY.strides[0]].ival, 3072);
   EXPECT_EQ(k.ops[storeY.strides[1]].ival, 1);
 
-  // b = t / tokens_per_sample: i64 division of the row index by the widened i32 scalar.
+  // b = (t / sample_div) % B: i64 division of the row index by the widened i32 scalar, then
+  // the i64 remainder by the runtime dim B.
   auto b =
       std::find_if(k.ops.begin(), k.ops.end(), [](const kir::Op& op) { return op.name == "b"; });
   ASSERT_NE(b, k.ops.end());
-  EXPECT_EQ(b->code, OpCode::Div);
+  EXPECT_EQ(b->code, OpCode::Rem);
   EXPECT_EQ(b->type, (kir::ValueType{Dtype::I64, 0}));
-  EXPECT_EQ(k.ops[b->operands[0]].code, OpCode::RowIndex);
-  EXPECT_EQ(k.ops[b->operands[1]].code, OpCode::Cast);
-  EXPECT_EQ(k.ops[k.ops[b->operands[1]].operands[0]].code, OpCode::ScalarArg);
+  const kir::Op& quotient = k.ops[b->operands[0]];
+  EXPECT_EQ(quotient.code, OpCode::Div);
+  EXPECT_EQ(quotient.type, (kir::ValueType{Dtype::I64, 0}));
+  EXPECT_EQ(k.ops[quotient.operands[0]].code, OpCode::RowIndex);
+  EXPECT_EQ(k.ops[quotient.operands[1]].code, OpCode::Cast);
+  EXPECT_EQ(k.ops[k.ops[quotient.operands[1]].operands[0]].code, OpCode::ScalarArg);
+  EXPECT_EQ(k.params[k.ops[k.ops[quotient.operands[1]].operands[0]].param].name, "sample_div");
+  const kir::Op& samples = k.ops[b->operands[1]];
+  EXPECT_EQ(samples.code, OpCode::DimArg);
+  EXPECT_EQ(samples.type, (kir::ValueType{Dtype::I64, 0}));
+  EXPECT_EQ(k.runtimeDims[samples.ival], "B");
 
   // Each distinct stride is computed once for the whole kernel.
   int constInts = 0;

@@ -34,20 +34,30 @@ constexpr double kStatsRelBound = 1e-5;
 struct Shape {
   int64_t samples;            // B
   int64_t tokensPerSample;    // S
-  int64_t tokens;             // T (<= B*S; fewer makes the last sample ragged)
+  int64_t tokens;             // T (<= B*S; fewer leaves the last sample ([B, S, D]) or the last
+                              // sequence position ([S, B, D]) ragged)
 };
 
-/// Per-sample modulation (scale/shift [B, D], sample of token t = t / S) or per-token ([T, D]).
+/// Per-sample modulation (scale/shift [B, D]) with tokens laid out [B, S, D] (sample of token t
+/// = t / S, sample_div = S) or [S, B, D] (sample of token t = t % B, sample_div = 1), or
+/// per-token modulation ([T, D]).
 struct Variant {
   const char* kernel;
   bool perToken;
+  bool sequenceMajor;  // per-sample only: tokens [S, B, D] instead of [B, S, D]
 };
 
 struct HostProblem {
   Shape shape;
   bool perToken = false;
+  bool sequenceMajor = false;
   int64_t modRows() const { return perToken ? shape.tokens : shape.samples; }
-  int64_t modRowOf(int64_t t) const { return perToken ? t : t / shape.tokensPerSample; }
+  int64_t modRowOf(int64_t t) const {
+    if (perToken) return t;
+    return sequenceMajor ? t % shape.samples : t / shape.tokensPerSample;
+  }
+  /// The kernel's sample_div: the sample of token t is (t / sample_div) % B.
+  int64_t sampleDiv() const { return sequenceMajor ? 1 : shape.tokensPerSample; }
   std::vector<uint16_t> x, scale, shift;  // bf16 bits
   std::vector<uint16_t> y;                // interpreter outputs, rounded as stored
   std::vector<float> mean, rstd;
@@ -60,22 +70,23 @@ interp::TensorArg tensor(void* data, kir::Dtype dtype, std::vector<int64_t> shap
   return {data, dtype, shape, n};
 }
 
-/// Interpreter arguments in declaration order: x, scale, shift, y, mean, rstd, [tokens_per_sample,] eps.
+/// Interpreter arguments in declaration order: x, scale, shift, y, mean, rstd, [sample_div,] eps.
 std::vector<interp::Arg> argsFor(HostProblem& p, void* x, void* scale, void* shift, void* y, void* mean, void* rstd) {
   int64_t T = p.shape.tokens, M = p.modRows();
   std::vector<interp::Arg> args = {
       tensor(x, kir::Dtype::BF16, {T, kD}),     tensor(scale, kir::Dtype::BF16, {M, kD}),
       tensor(shift, kir::Dtype::BF16, {M, kD}), tensor(y, kir::Dtype::BF16, {T, kD}),
       tensor(mean, kir::Dtype::F32, {T}),       tensor(rstd, kir::Dtype::F32, {T})};
-  if (!p.perToken) args.push_back(int64_t(p.shape.tokensPerSample));
+  if (!p.perToken) args.push_back(p.sampleDiv());
   args.push_back(std::monostate{});
   return args;
 }
 
-HostProblem makeProblem(const Shape& shape, bool perToken, const kir::Kernel& kernel, uint64_t seed) {
+HostProblem makeProblem(const Shape& shape, const Variant& variant, const kir::Kernel& kernel, uint64_t seed) {
   HostProblem p;
   p.shape = shape;
-  p.perToken = perToken;
+  p.perToken = variant.perToken;
+  p.sequenceMajor = variant.sequenceMajor;
   int64_t T = shape.tokens, B = p.modRows();
   p.x.resize(T * kD);
   p.scale.resize(B * kD);
@@ -195,7 +206,7 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
   std::string error;
   std::optional<kir::Kernel> reference = gputest::instantiateDsl("kernels_dsl/ln_modulate.mxk", variant.kernel, {}, error);
   ASSERT_TRUE(reference) << error;
-  HostProblem p = makeProblem(shape, variant.perToken, *reference, 20261130 + shape.tokens);
+  HostProblem p = makeProblem(shape, variant, *reference, 20261130 + shape.tokens);
 
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
@@ -214,11 +225,13 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
     bool identical = first->y == second->y &&
                      std::memcmp(first->mean.data(), second->mean.data(), first->mean.size() * 4) == 0 &&
                      std::memcmp(first->rstd.data(), second->rstd.data(), first->rstd.size() * 4) == 0;
-    std::printf("RESULT %s %-28s T=%-6lld B=%-3lld S=%-4lld D=%lld  mean_rel=%.3g rstd_rel=%.3g "
+    std::printf("RESULT %s %-28s T=%-6lld B=%-3lld S=%-4lld D=%lld %s  mean_rel=%.3g rstd_rel=%.3g "
                 "y_max_ulp=%.3g y_beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) "
                 "nonfinite=%lld deterministic=%s\n",
                 variant.kernel, configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.samples,
-                (long long)shape.tokensPerSample, (long long)kD, e.meanRel, e.rstdRel, e.yMaxUlp,
+                (long long)shape.tokensPerSample, (long long)kD,
+                variant.perToken ? "per-token" : variant.sequenceMajor ? "[S,B,D]" : "[B,S,D]", e.meanRel,
+                e.rstdRel, e.yMaxUlp,
                 (long long)e.beyondOneUlp, e.yMaxBoundFraction, (long long)e.beyondCancellationBound, (long long)e.nonFinite,
                 identical ? "yes" : "NO");
     EXPECT_EQ(e.nonFinite, 0);
@@ -229,14 +242,17 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
   }
 }
 
-// B=32, S=512 (T=16384): the Flux training shape. T=7 with S=4: one full sample and a ragged one,
-// fewer rows than one program of the widest schedule.
+// B=32, S=512 (T=16384): the Flux training shape. T=7 with B=2, S=4: [B, S, D] has one full
+// sample and a ragged one, [S, B, D] three full sequence positions and a ragged one; fewer rows
+// than one program of the widest schedule. The per-sample kernel runs in both token layouts.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LnModulateGpu,
-    ::testing::Combine(::testing::Values(Variant{"ln_modulate_fwd", false}, Variant{"ln_modulate_fwd_per_token", true}),
+    ::testing::Combine(::testing::Values(Variant{"ln_modulate_fwd", false, false}, Variant{"ln_modulate_fwd", false, true},
+                                         Variant{"ln_modulate_fwd_per_token", true, false}),
                        ::testing::Values(Shape{32, 512, 16384}, Shape{2, 4, 7})),
     [](const auto& info) {
-      return std::string(std::get<0>(info.param).perToken ? "PerToken" : "PerSample") + "_T" +
+      const Variant& v = std::get<0>(info.param);
+      return std::string(v.perToken ? "PerToken" : v.sequenceMajor ? "PerSample_SBD" : "PerSample_BSD") + "_T" +
              std::to_string(std::get<1>(info.param).tokens);
     });
 

@@ -27,7 +27,7 @@ class BindTest : public ::testing::Test {
     args_[testing::kY] = tensor(kir::Dtype::BF16, {7, kD});
     args_[testing::kMean] = tensor(kir::Dtype::F32, {7});
     args_[testing::kRstd] = tensor(kir::Dtype::F32, {7});
-    args_[testing::kTokensPerSample] = int64_t{3};
+    args_[testing::kSampleDiv] = int64_t{3};
     args_[testing::kEps] = std::monostate{};
   }
 
@@ -54,7 +54,7 @@ TEST_F(BindTest, GoodArgumentsGiveRuntimeDimsAndDefaults) {
   ASSERT_TRUE(r.isOk()) << r.status().message();
   ASSERT_EQ(kernel_.runtimeDims, (std::vector<std::string>{"T", "B"}));
   EXPECT_EQ(r->runtimeDims, (std::vector<int64_t>{7, 3}));
-  EXPECT_EQ(r->intScalars[testing::kTokensPerSample], 3);
+  EXPECT_EQ(r->intScalars[testing::kSampleDiv], 3);
   // The f32 default 1e-6 is bound as the float the kernel receives.
   EXPECT_EQ(r->floatScalars[testing::kEps], static_cast<double>(1e-6f));
   EXPECT_EQ(r->tensors[testing::kScale].shape, (std::vector<int64_t>{3, kD}));
@@ -74,12 +74,12 @@ TEST_F(BindTest, FloatScalarIsRoundedToF32AndAcceptsIntegers) {
 TEST_F(BindTest, WrongCount) {
   args_.pop_back();
   EXPECT_THAT(bindError(), HasSubstr("kernel 'ln_modulate_fwd' takes 8 arguments (x, scale, "
-                                     "shift, y, mean, rstd, tokens_per_sample, eps), got 7"));
+                                     "shift, y, mean, rstd, sample_div, eps), got 7"));
 }
 
 TEST_F(BindTest, TensorGivenForScalar) {
-  args_[testing::kTokensPerSample] = tensor(kir::Dtype::I32, {1});
-  EXPECT_THAT(bindError(), HasSubstr("argument 'tokens_per_sample' is an i32 scalar, got a tensor "
+  args_[testing::kSampleDiv] = tensor(kir::Dtype::I32, {1});
+  EXPECT_THAT(bindError(), HasSubstr("argument 'sample_div' is an i32 scalar, got a tensor "
                                      "(i32, shape [1])"));
 }
 
@@ -90,19 +90,19 @@ TEST_F(BindTest, ScalarGivenForTensor) {
 }
 
 TEST_F(BindTest, FloatGivenForIntegerScalar) {
-  args_[testing::kTokensPerSample] = 3.0;
-  EXPECT_THAT(bindError(), HasSubstr("argument 'tokens_per_sample' is an i32 scalar, got a float"));
+  args_[testing::kSampleDiv] = 3.0;
+  EXPECT_THAT(bindError(), HasSubstr("argument 'sample_div' is an i32 scalar, got a float"));
 }
 
 TEST_F(BindTest, IntegerScalarOutOfI32Range) {
-  args_[testing::kTokensPerSample] = int64_t{1} << 31;
+  args_[testing::kSampleDiv] = int64_t{1} << 31;
   EXPECT_THAT(bindError(),
-              HasSubstr("argument 'tokens_per_sample' is i32, got 2147483648 (out of range)"));
+              HasSubstr("argument 'sample_div' is i32, got 2147483648 (out of range)"));
 }
 
 TEST_F(BindTest, OmittedScalarWithoutDefault) {
-  args_[testing::kTokensPerSample] = std::monostate{};
-  EXPECT_THAT(bindError(), HasSubstr("argument 'tokens_per_sample' (i32 scalar) was omitted and "
+  args_[testing::kSampleDiv] = std::monostate{};
+  EXPECT_THAT(bindError(), HasSubstr("argument 'sample_div' (i32 scalar) was omitted and "
                                      "has no default"));
 }
 

@@ -3,7 +3,7 @@
 //
 //   row t in T {
 //     v = f32(x[t, :]); mu = mean(v); d = v - mu; r = rsqrt(mean(d * d) + eps)
-//     b = t / tokens_per_sample
+//     b = (t / sample_div) % B
 //     y[t, :] = bf16(d * r * (1.0 + f32(scale[b, :])) + f32(shift[b, :]))
 //     mean[t] = mu; rstd[t] = r
 //   }
@@ -14,7 +14,7 @@
 namespace mxfp6::interp::testing {
 
 /// Param indices of ln_modulate_fwd, in declaration order.
-enum LnParam { kX, kScale, kShift, kY, kMean, kRstd, kTokensPerSample, kEps, kLnParamCount };
+enum LnParam { kX, kScale, kShift, kY, kMean, kRstd, kSampleDiv, kEps, kLnParamCount };
 
 inline kir::Kernel buildLnModulate(int64_t D) {
   KirBuilder b("ln_modulate_fwd", "ln_modulate.mxk");
@@ -26,7 +26,7 @@ inline kir::Kernel buildLnModulate(int64_t D) {
   b.tensor("y", Dtype::BF16, {"T", dimD}, /*out=*/true);
   b.tensor("mean", Dtype::F32, {"T"}, true);
   b.tensor("rstd", Dtype::F32, {"T"}, true);
-  b.scalar("tokens_per_sample", Dtype::I32);
+  b.scalar("sample_div", Dtype::I32);
   b.scalar("eps", Dtype::F32, 1e-6);
   b.rows({"t"}, {"T"});
   constexpr int kColon = KirBuilder::kColon;
@@ -52,8 +52,9 @@ inline kir::Kernel buildLnModulate(int64_t D) {
   const int r = b.op(OpCode::Rsqrt, {b.op(OpCode::Add, {var, b.scalarArg(kEps)})});
   b.name(r, "r");
   b.at(18, 9);
-  const int tps = b.cast(b.scalarArg(kTokensPerSample), Dtype::I64);
-  const int s = b.op(OpCode::Div, {t, tps});
+  const int div = b.cast(b.scalarArg(kSampleDiv), Dtype::I64);
+  const int q = b.op(OpCode::Div, {t, div});
+  const int s = b.op(OpCode::Rem, {q, b.dimArg("B")});
   b.name(s, "b");
   b.at(19, 5);
   const int sc = b.cast(b.load(kScale, {s, kColon}, {strideRow, strideOne}), Dtype::F32);
@@ -66,7 +67,7 @@ inline kir::Kernel buildLnModulate(int64_t D) {
   b.at(21, 5);
   b.store(kRstd, {t}, {strideOne}, r);
   kir::Kernel k = b.take();
-  k.runtimeDimUsedByBody = {false, false};
+  k.runtimeDimUsedByBody = {true, true};  // T: the rows; B: the sample index
   k.config = {{"D", D}, {"ROWS", 1}, {"THREADS", 384}, {"VEC", 8}};
   k.threadsPerRow = 384;
   k.vectorWidth = 8;

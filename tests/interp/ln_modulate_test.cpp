@@ -1,7 +1,9 @@
 // LN-modulate forward run by the interpreter against an independent reference written from the
 // formulas of DESIGN 6.2 in long double:
 //   mu = mean(x); rstd = 1 / sqrt(mean((x - mu)^2) + eps); y = (x - mu) * rstd * (1 + scale[b])
-//   + shift[b], b = t / tokens_per_sample.
+//   + shift[b], where b is the sample of token t: t / S for tokens laid out [B, S, D], t % B for
+//   [S, B, D]. The kernel gets the layout as sample_div (S, resp. 1) and computes
+//   b = (t / sample_div) % B.
 // eps is the f32 argument's value, float(1e-6): that is what the kernel receives.
 //
 // Metrics and bounds:
@@ -43,6 +45,9 @@ constexpr double kTol = 1e-12;
 
 struct LnShape {
   int64_t B, S, T, D;
+  bool seqMajor = false;  // tokens laid out [S, B, D] instead of [B, S, D]
+  int64_t sampleDiv() const { return seqMajor ? 1 : S; }
+  int64_t sampleOf(int64_t t) const { return seqMajor ? t % B : t / S; }
 };
 
 struct LnData {
@@ -86,7 +91,7 @@ std::vector<Arg> lnArgs(LnData& d, const kir::Kernel& k) {
   args[testing::kY] = tensor(d.y.data(), kir::Dtype::BF16, {s.T, s.D});
   args[testing::kMean] = tensor(d.mean.data(), kir::Dtype::F32, {s.T});
   args[testing::kRstd] = tensor(d.rstd.data(), kir::Dtype::F32, {s.T});
-  args[testing::kTokensPerSample] = int64_t{s.S};
+  args[testing::kSampleDiv] = s.sampleDiv();
   args[testing::kEps] = std::monostate{};  // default 1e-6
   return args;
 }
@@ -120,7 +125,7 @@ void checkAgainstReference(const LnData& d, Mismatches& m) {
   const long double eps = static_cast<float>(1e-6);
   auto f32Bits = [](double v) { return std::bit_cast<uint32_t>(static_cast<float>(v)); };
   for (int64_t t = 0; t < s.T; ++t) {
-    const int64_t b = t / s.S;
+    const int64_t b = s.sampleOf(t);
     const uint16_t* x = &d.x[t * s.D];
     long double sum = 0, sumAbs = 0;
     for (int64_t i = 0; i < s.D; ++i) {
@@ -174,6 +179,11 @@ TEST(LnModulateHandBuilt, SmallD) {
   runAndCheck(buildLnModulate(64), {3, 5, 15, 64}, 1);
 }
 
+TEST(LnModulateHandBuilt, SmallDSequenceMajor) {
+  // [S, B, D]: consecutive tokens belong to consecutive samples, sample_div = 1.
+  runAndCheck(buildLnModulate(64), {3, 5, 15, 64, true}, 1);
+}
+
 TEST(LnModulateHandBuilt, RealD) {
   runAndCheck(buildLnModulate(3072), {3, 3, 7, 3072}, 2);
 }
@@ -207,17 +217,21 @@ TEST(LnModulateHandBuilt, ExplicitEpsAndSampleIndexing) {
   }
 }
 
-TEST(LnModulateHandBuilt, ReportsSampleIndexPastScale) {
-  // T = 7 tokens of 3 per sample need 3 samples; a scale with B = 2 rows is read out of bounds.
+TEST(LnModulateHandBuilt, ReportsSampleIndexOutsideScale) {
+  // (t / sample_div) % B lies in [0, B) for a positive sample_div. A negative one gives a
+  // negative sample index (the remainder truncates: (1 / -1) % 2 = -1), so scale is read out of
+  // bounds at the first such row, t = 1.
   const kir::Kernel k = buildLnModulate(64);
   LnData d = makeData({2, 3, 7, 64}, 5);
-  const Status st = run(k, lnArgs(d, k));
+  std::vector<Arg> args = lnArgs(d, k);
+  args[testing::kSampleDiv] = int64_t{-1};
+  const Status st = run(k, args);
   ASSERT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("ln_modulate.mxk:19:5: error: load from 'scale' out of bounds at "
-                              "scale[2, :]: index 2 of dim 0 (B) is outside [0, 2)"),
+                              "scale[-1, :]: index -1 of dim 0 (B) is outside [0, 2)"),
             std::string::npos)
       << st.message();
-  EXPECT_NE(st.message().find("row t=6"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("row t=1"), std::string::npos) << st.message();
 }
 
 std::optional<kir::Kernel> instantiateLnModulate(const std::map<std::string, int64_t>& config) {
@@ -239,6 +253,13 @@ TEST(LnModulateFromDsl, RealD) {
   runAndCheck(*k, {3, 3, 7, 3072}, 2);
 }
 
+TEST(LnModulateFromDsl, RealDSequenceMajor) {
+  // [S, B, D] with a ragged last sequence position: T = 7 tokens of B = 3 samples.
+  auto k = instantiateLnModulate({});
+  ASSERT_TRUE(k);
+  runAndCheck(*k, {3, 3, 7, 3072, true}, 9);
+}
+
 TEST(LnModulateFromDsl, SmallD) {
   // The file's constraints need D % (THREADS * VEC) == 0: D = 256 with THREADS = 128, VEC = 2.
   auto k = instantiateLnModulate({{"D", 256}, {"THREADS", 128}, {"VEC", 2}});
@@ -257,31 +278,34 @@ TEST(LnModulateFromDsl, BindsRuntimeDimsOfTheRealSignature) {
     if (k->runtimeDims[i] == "B") EXPECT_EQ(bound->runtimeDims[i], 3);
   }
   EXPECT_EQ(bound->floatScalars[testing::kEps], static_cast<double>(1e-6f));
-  EXPECT_EQ(bound->intScalars[testing::kTokensPerSample], 3);
+  EXPECT_EQ(bound->intScalars[testing::kSampleDiv], 3);
 }
 
 TEST(LnModulateFromDsl, MatchesTheHandBuiltKirBitForBit) {
   auto k = instantiateLnModulate({});
   ASSERT_TRUE(k);
   const kir::Kernel hand = buildLnModulate(3072);
-  LnData a = makeData({3, 3, 7, 3072}, 7), b = a;
-  RunOptions optsA, optsB;
-  optsA.fp64Outputs = {{testing::kY, &a.y64}};
-  optsB.fp64Outputs = {{testing::kY, &b.y64}};
-  ASSERT_TRUE(run(*k, lnArgs(a, *k), optsA).isOk());
-  ASSERT_TRUE(run(hand, lnArgs(b, hand), optsB).isOk());
-  EXPECT_EQ(a.y, b.y);
-  EXPECT_EQ(a.y64, b.y64);
-  EXPECT_EQ(0, std::memcmp(a.mean.data(), b.mean.data(), a.mean.size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(a.rstd.data(), b.rstd.data(), a.rstd.size() * sizeof(float)));
+  for (bool seqMajor : {false, true}) {
+    SCOPED_TRACE(seqMajor ? "[S, B, D]" : "[B, S, D]");
+    LnData a = makeData({3, 3, 7, 3072, seqMajor}, 7), b = a;
+    RunOptions optsA, optsB;
+    optsA.fp64Outputs = {{testing::kY, &a.y64}};
+    optsB.fp64Outputs = {{testing::kY, &b.y64}};
+    ASSERT_TRUE(run(*k, lnArgs(a, *k), optsA).isOk());
+    ASSERT_TRUE(run(hand, lnArgs(b, hand), optsB).isOk());
+    EXPECT_EQ(a.y, b.y);
+    EXPECT_EQ(a.y64, b.y64);
+    EXPECT_EQ(0, std::memcmp(a.mean.data(), b.mean.data(), a.mean.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(a.rstd.data(), b.rstd.data(), a.rstd.size() * sizeof(float)));
+  }
 }
 
-TEST(LnModulateFromDsl, ZeroTokensPerSampleIsALocatedError) {
+TEST(LnModulateFromDsl, ZeroSampleDivIsALocatedError) {
   auto k = instantiateLnModulate({});
   ASSERT_TRUE(k);
   LnData d = makeData({3, 3, 7, 3072}, 8);
   std::vector<Arg> args = lnArgs(d, *k);
-  args[testing::kTokensPerSample] = int64_t{0};
+  args[testing::kSampleDiv] = int64_t{0};
   const Status st = run(*k, args);
   ASSERT_FALSE(st.isOk());
   EXPECT_NE(st.message().find("ln_modulate.mxk:18:"), std::string::npos) << st.message();
