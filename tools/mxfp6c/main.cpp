@@ -236,7 +236,7 @@ int cmdPrecompile(const Args& a) {
   if (ec) return std::cerr << "mxfp6c: error: cannot create " << outDir << ": " << ec.message() << "\n", kUserError;
 
   int failures = 0;
-  std::printf("%-24s %-7s %-6s %9s %6s %6s %8s %6s\n", "kernel", "target", "format", "bytes", "regs", "sgprs",
+  std::printf("%-28s %-7s %-6s %9s %6s %6s %8s %6s\n", "kernel", "target", "format", "bytes", "regs", "sgprs",
               "shared", "stack");
   for (const std::string& file : collectSources(a.positional)) {
     frontend::DiagnosticEngine diags;
@@ -266,7 +266,7 @@ int cmdPrecompile(const Args& a) {
           continue;
         }
         const codegen::Resources& r = compiled->resources;
-        std::printf("%-24s %-7s %-6s %9zu %6s %6s %8s %6s\n", info.name.c_str(), target.name.c_str(),
+        std::printf("%-28s %-7s %-6s %9zu %6s %6s %8s %6s\n", info.name.c_str(), target.name.c_str(),
                     codegen::emitName(emit), compiled->bytes.size(), orDash(r.registers).c_str(),
                     orDash(r.sgprs).c_str(), orDash(r.sharedBytes).c_str(), orDash(r.stackBytes).c_str());
       }
