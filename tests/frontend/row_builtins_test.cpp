@@ -21,19 +21,14 @@ using test::parseErrors;
 /// A kernel whose row body is `body`, on line 9 from column 5. D = 128, K = 2 by default;
 /// FMT defaults to E2M3 and MODE to FLOOR.
 std::string mxKernel(const std::string& body) {
-  return "kernel k(x: bf16[T, D], h: bf16[T, 48], w: f32[T, 64], c: f32[T, 32], sn: f32[T, 32],\n"
-         "         iv: i32[T, 64], sc: u8[T, 4], b: u8[T, 6], n: i32, f: f32,\n"
-         "         q: out u8[T, 96], s: out u8[T, 4], o: out f32[T, 64])\n"
-         "  specialize D = 128\n"
-         "  tune K in {2, 4, 0}\n"
-         "  variant FMT in {E2M3, E3M2}, MODE in {RCEIL, EVEN, FLOOR} = FLOOR\n"
-         "{\n"
-         "  row t in T {\n"
-         "    " +
-         body +
-         "\n"
-         "  }\n"
-         "}\n";
+  return test::rowKernel(
+      "kernel k(x: bf16[T, D], h: bf16[T, 48], w: f32[T, 64], c: f32[T, 32], sn: f32[T, 32],\n"
+      "         iv: i32[T, 64], sc: u8[T, 4], b: u8[T, 6], n: i32, f: f32,\n"
+      "         q: out u8[T, 96], s: out u8[T, 4], o: out f32[T, 64])\n"
+      "  specialize D = 128\n"
+      "  tune K in {2, 4, 0}\n"
+      "  variant FMT in {E2M3, E3M2}, MODE in {RCEIL, EVEN, FLOOR} = FLOOR\n",
+      body);
 }
 
 kir::Kernel lower(const std::string& body, const std::map<std::string, int64_t>& config = {}) {

@@ -50,12 +50,11 @@ inline std::string instantiateErrors(const std::string& source,
   return errorLines(diags);
 }
 
-/// A kernel over x: bf16[T, D], y: out bf16[T, D] (D = 128) whose row body is `body`, which
-/// starts on line 6, column 5.
-inline std::string kernelWithBody(const std::string& body) {
-  return "kernel k(x: bf16[T, D], y: out bf16[T, D], s: out f32[T],\n"
-         "         w: f32[T, 64], n: i32, eps: f32 = 1e-6)\n"
-         "  specialize D = 128\n"
+/// The kernel `header` (its signature and clauses, each line ending in a newline) followed by
+/// one `row t in T` block whose body is `body`. The body starts two lines after the header's
+/// last line, at column 5.
+inline std::string rowKernel(const std::string& header, const std::string& body) {
+  return header +
          "{\n"
          "  row t in T {\n"
          "    " +
@@ -63,6 +62,16 @@ inline std::string kernelWithBody(const std::string& body) {
          "\n"
          "  }\n"
          "}\n";
+}
+
+/// A kernel over x: bf16[T, D], y: out bf16[T, D] (D = 128) whose row body is `body`, which
+/// starts on line 6, column 5.
+inline std::string kernelWithBody(const std::string& body) {
+  return rowKernel(
+      "kernel k(x: bf16[T, D], y: out bf16[T, D], s: out f32[T],\n"
+      "         w: f32[T, 64], n: i32, eps: f32 = 1e-6)\n"
+      "  specialize D = 128\n",
+      body);
 }
 
 inline std::string readFile(const std::string& path) {

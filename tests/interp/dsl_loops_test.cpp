@@ -1,7 +1,8 @@
 // Variables and loops written in the DSL (kernels_dsl/README.md, "Variables and loops"), lowered
-// by the frontend and run by the interpreter: the LN-modulate backward kernel, whose rows (b, j)
-// loop over the tokens s = j, j+P, ... of sample b and accumulate dscale/dshift partials in
-// variables, against a C++ reference written from the formulas
+// by the frontend and run by the interpreter: the LN-modulate backward kernel, ln_modulate_bwd of
+// kernels_dsl/ln_modulate.mxk, whose rows (b, j) loop over the tokens s = j, j+P, ... of sample b
+// and accumulate dscale/dshift partials in variables, against a C++ reference written from the
+// formulas
 //   xh = (x - mean) * rstd, gh = g * (1 + scale[b]),
 //   dx = rstd * (gh - mean(gh) - xh * mean(gh * xh)),
 //   dscale[b] = sum over the tokens t of b of g * xh, dshift[b] = sum of g,
@@ -43,41 +44,19 @@ bool sameBits(double a, double b) {
   return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
 }
 
-const char* const kLnModulateBwd = R"(
-kernel ln_modulate_bwd(g: bf16[T, D], x: bf16[T, D], scale: bf16[B, D], mean: f32[T], rstd: f32[T],
-                       dx: out bf16[T, D], dscale_part: out f32[B, P, D], dshift_part: out f32[B, P, D],
-                       tokens_per_sample: i32, sample_stride: i32, token_stride: i32)
-  specialize D = 3072
-  tune THREADS in {384, 768} = 384, VEC in {4, 8} = 8
-{
-  row b, j in B, P {
-    var ds = zeros(D)
-    var dh = zeros(D)
-    for s in j .. tokens_per_sample step P {
-      t = b * sample_stride + s * token_stride
-      gv = f32(g[t, :])
-      r = rstd[t]
-      xh = (f32(x[t, :]) - mean[t]) * r
-      gh = gv * (1.0 + f32(scale[b, :]))
-      dx[t, :] = bf16(r * (gh - mean(gh) - xh * mean(gh * xh)))
-      ds = ds + gv * xh
-      dh = dh + gv
-    }
-    dscale_part[b, j, :] = ds
-    dshift_part[b, j, :] = dh
-  }
-}
-)";
-
-std::optional<kir::Kernel> instantiateSource(const std::string& source, const std::string& kernel,
-                                             const std::map<std::string, int64_t>& config) {
+/// ln_modulate_bwd from kernels_dsl/ln_modulate.mxk at width D. The file requires
+/// D % (THREADS * VEC) == 0: D = 3072 takes the defaults, a smaller D the smallest candidates
+/// (THREADS = 128, VEC = 2), so any multiple of 256.
+std::optional<kir::Kernel> instantiateLnModulateBwd(int64_t D) {
   frontend::DiagnosticEngine diags;
-  auto module = frontend::parseSource("ln_modulate_bwd.mxk", source, diags);
+  auto module = frontend::parseFile(MXFP6_SOURCE_DIR "/kernels_dsl/ln_modulate.mxk", diags);
   if (!module) {
     ADD_FAILURE() << diags.render();
     return std::nullopt;
   }
-  auto k = frontend::instantiate(*module, kernel, config, diags);
+  std::map<std::string, int64_t> config = {{"D", D}};
+  if (D != 3072) config.insert({{"THREADS", 128}, {"VEC", 2}});
+  auto k = frontend::instantiate(*module, "ln_modulate_bwd", config, diags);
   if (!k) ADD_FAILURE() << diags.render();
   return k;
 }
@@ -98,7 +77,7 @@ void checkLnModulateBwd(const Case& c) {
   const int64_t B = c.B, S = c.S, P = c.P, D = c.D, T = B * S;
   const int64_t sampleStride = c.sampleMajor ? S : 1;
   const int64_t tokenStride = c.sampleMajor ? 1 : B;
-  auto k = instantiateSource(kLnModulateBwd, "ln_modulate_bwd", {{"D", D}});
+  auto k = instantiateLnModulateBwd(D);
   ASSERT_TRUE(k);
 
   // Inputs: bf16 g, x, scale; mean and rstd the f32 statistics of each row of x.
@@ -213,7 +192,7 @@ void checkLnModulateBwd(const Case& c) {
 }
 
 TEST(InterpDslLoops, LnModulateBackwardLowersToALoopWithVariables) {
-  auto k = instantiateSource(kLnModulateBwd, "ln_modulate_bwd", {{"D", 64}});
+  auto k = instantiateLnModulateBwd(256);
   ASSERT_TRUE(k);
   std::map<kir::OpCode, int> count;
   for (const kir::Op& op : k->ops) ++count[op.code];
@@ -226,9 +205,9 @@ TEST(InterpDslLoops, LnModulateBackwardLowersToALoopWithVariables) {
 
 TEST(InterpDslLoops, LnModulateBackwardMatchesTheFormulasInBothLayouts) {
   for (const bool sampleMajor : {true, false}) {
-    checkLnModulateBwd({3, 5, 2, 64, sampleMajor});
-    checkLnModulateBwd({2, 7, 1, 64, sampleMajor});  // one partial: the whole sample in order
-    checkLnModulateBwd({2, 3, 5, 64, sampleMajor});  // j = 3, 4 run no trip
+    checkLnModulateBwd({3, 5, 2, 256, sampleMajor});
+    checkLnModulateBwd({2, 7, 1, 256, sampleMajor});  // one partial: the whole sample in order
+    checkLnModulateBwd({2, 3, 5, 256, sampleMajor});  // j = 3, 4 run no trip
   }
 }
 
