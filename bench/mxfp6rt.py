@@ -195,11 +195,12 @@ class Kernel:
             self.handle = ctypes.c_void_p()
 
 
-def find_code_objects(folder, kernel=None, target=None):
-    """(code_path, metadata) of every code object in `folder` with a `<file>.json` beside it,
-    sorted by path; optionally only one kernel and one target (e.g. "sm_90")."""
+def find_code_objects(folder, kernel=None, target=None, recursive=False):
+    """(code_path, metadata) of every code object in `folder` (and its subfolders if recursive)
+    with a `<file>.json` beside it, sorted by path; optionally only one kernel and one target
+    (e.g. "sm_90")."""
     found = []
-    for meta_path in sorted(pathlib.Path(folder).glob("*.json")):
+    for meta_path in sorted(pathlib.Path(folder).glob("**/*.json" if recursive else "*.json")):
         code_path = meta_path.with_suffix("")
         if not code_path.is_file():
             continue

@@ -6,13 +6,21 @@ Each implementation is called as fn(*problem.args) and returns the outputs in th
 Inputs are random (never zeros, which can hide unwritten outputs and run faster than real data),
 drawn like the GPU tests' (tests/gpu/*_gpu_test.cpp), and fresh for every shape.
 """
+import functools
+
 import torch
+
+import mxfp6_spec
+import mxfp6rt
 
 BF16, F32, F64 = torch.bfloat16, torch.float32, torch.float64
 # eps as every implementation sees it: the f32 nearest 1e-6, so the fp64 check uses the same value.
 EPS = float(torch.tensor(1e-6, dtype=F32))
 STATS_REL_BOUND = 1e-5  # mean / rstd relative error, as in the GPU tests
 HEAD_DIM, PAIRS = 128, 64
+# fp32 accumulation: the GPU tests bound a sum accumulated in fp32 by (depth + 8) * 2^-24 * the sum of
+# the terms' magnitudes, depth = the longest chain of sequential additions (ours: n/P + P).
+ACCUMULATION_SLACK = 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,6 +78,103 @@ def norm_rope_qkv_fwd_torch(qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin,
     return q, k, v, q_rstd, k_rstd
 
 
+def ln_modulate_bwd_torch(g, x, scale, mean, rstd, tokens_per_sample):
+    """Per-sample LN-modulate backward of [B, S, D] tokens, the formulas of DESIGN.md 6.2 (no
+    autograd): xh = (x - mean)*rstd, gh = g*(1 + scale[b]);
+    dx = rstd*(gh - mean(gh) - xh*mean(gh*xh)); dscale[b] = sum_s g*xh; dshift[b] = sum_s g.
+    Returns dx [T, D], dscale [B, D], dshift [B, D] (bf16)."""
+    T, D = g.shape
+    B, S = scale.shape[0], tokens_per_sample
+    gf = g.float().view(B, S, D)
+    xh = ((x.float() - mean[:, None]) * rstd[:, None]).view(B, S, D)
+    gh = gf * (1 + scale.float()[:, None])
+    dx = rstd.view(B, S, 1) * (gh - gh.mean(-1, keepdim=True) - xh * (gh * xh).mean(-1, keepdim=True))
+    return dx.to(BF16).view(T, D), (gf * xh).sum(1).to(BF16), gf.sum(1).to(BF16)
+
+
+def _norm_rope_bwd_rows(g, x, weight, cos, sin, rstd, pos_div):
+    """Backward of RMSNorm + interleaved RoPE for a [T, H, 128] gradient g and input view x:
+    dn = rotation of g by -angle; u = x*rstd; du = dn*w; dx = rstd*(du - u*sum(du*u)/128);
+    dw = sum over rows of dn*u. Returns dx (bf16 [T, H, 128]) and dw (f32 [128])."""
+    T, H, Dh = g.shape
+    S = cos.shape[0]
+    gf = g.float()
+    if pos_div == 1 and T % S == 0:  # batch-major whole samples: the table broadcasts, no gather
+        gr = gf.reshape(T // S, S, H, Dh // 2, 2)
+        c, s = cos.view(1, S, 1, -1), sin.view(1, S, 1, -1)
+    else:
+        pos = torch.div(torch.arange(T, device=g.device), pos_div, rounding_mode="floor") % S
+        gr = gf.reshape(T, H, Dh // 2, 2)
+        c, s = cos[pos][:, None], sin[pos][:, None]
+    g0, g1 = gr[..., 0], gr[..., 1]
+    dn = torch.stack((c * g0 + s * g1, c * g1 - s * g0), dim=-1).reshape(T, H, Dh)
+    r = rstd[..., None]
+    u = x.float() * r
+    du = dn * weight.float()
+    dx = r * (du - u * ((du * u).sum(-1, keepdim=True) / Dh))
+    return dx.to(BF16), (dn * u).sum((0, 1))
+
+
+def norm_rope_qkv_bwd_torch(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd, k_rstd,
+                            pos_div):
+    """Whole-QKV backward: d(mixed_qkv) as a [T, 3, H, 128] view with qkv's layout (dQ, dK
+    through the backward, dV copied), and dw [2, 128] f32 (q, k)."""
+    dxq, dwq = _norm_rope_bwd_rows(dq, qkv[:, 0], q_weight, q_cos, q_sin, q_rstd, pos_div)
+    dxk, dwk = _norm_rope_bwd_rows(dk, qkv[:, 1], k_weight, k_cos, k_sin, k_rstd, pos_div)
+    if qkv.stride(1) < qkv.stride(2):  # Megatron [T, H, 3, 128]
+        dqkv = torch.stack((dxq, dxk, dv), dim=2).permute(0, 2, 1, 3)
+    else:  # blocked [T, 3, H, 128]
+        dqkv = torch.stack((dxq, dxk, dv), dim=1)
+    return dqkv, torch.stack((dwq, dwk))
+
+
+class _TorchNS:
+    """mxfp6_spec's integer expressions on int32 tensors (Python ints where the spec has constants)."""
+    where = staticmethod(torch.where)
+    clamp_min = staticmethod(lambda x, lo: x.clamp(min=lo))
+    clamp_max = staticmethod(lambda x, hi: x.clamp(max=hi))
+    # 1 << n with a tensor n: built on n so it stays int32 (a Python 1 would not broadcast to it).
+    shl = staticmethod(lambda a, n: (n * 0 + a) << n if not isinstance(a, torch.Tensor) else a << n)
+    # floor(log2(M)) of 1 <= M < 2^8, exactly: the exponent field of M as f32.
+    floor_log2 = staticmethod(lambda m: (m.to(F32).view(torch.int32) >> 23) - 127)
+
+
+TORCH_NS = _TorchNS()
+
+
+def mxfp6_pack_rows_torch(x, fmt, mode):
+    """Row blobs of X[R, C] bf16 (C % 32 == 0), specs/mxfp6.md, by integer operations on the bf16
+    bits (the expressions of mxfp6_spec, run on tensors): data uint8 [R, 3C/4], scales uint8
+    [R, C/32]. What torch.compile compiles."""
+    R, C = x.shape
+    bits = x.view(torch.int16).to(torch.int32) & 0xFFFF
+    blk = bits.view(R, C // 32, 32)
+    mag = blk & 0x7FFF
+    nonfinite = mag >= 0x7F80
+    has = nonfinite.any(-1)
+    amax = torch.where(nonfinite, 0, mag).amax(-1)
+    scale = mxfp6_spec.scale_bytes(TORCH_NS, amax, has, fmt, mode)
+    codes = mxfp6_spec.encode_codes(TORCH_NS, blk, (scale - 127)[..., None], fmt)
+    codes = torch.where(has[..., None], 0x1F | (((blk >> 15) & 1) << 5), codes)  # NaN/Inf block
+    c = codes.view(R, C // 4, 4)
+    w = mxfp6_spec.pack_words(c[..., 0], c[..., 1], c[..., 2], c[..., 3])
+    data = torch.stack((w & 0xFF, (w >> 8) & 0xFF, (w >> 16) & 0xFF), dim=-1).to(torch.uint8)
+    return data.view(R, C * 3 // 4), scale.to(torch.uint8)
+
+
+def mxfp6_pack_rows_torch_chunked(x, fmt, mode, out=None, max_elements=1 << 26):
+    """mxfp6_pack_rows_torch over chunks of rows (eager: bounded memory for its int32 temporaries)."""
+    R, C = x.shape
+    data, scales = out or (torch.empty(R, C * 3 // 4, device=x.device, dtype=torch.uint8),
+                           torch.empty(R, C // 32, device=x.device, dtype=torch.uint8))
+    step = max(1, max_elements // C)
+    for a in range(0, R, step):
+        d, s = mxfp6_pack_rows_torch(x[a:a + step], fmt, mode)
+        data[a:a + step].copy_(d)
+        scales[a:a + step].copy_(s)
+    return data, scales
+
+
 # ---------------------------------------------------------------------------------------------
 # The check: fp64 reference, bounds of the GPU tests
 
@@ -116,8 +221,10 @@ class Check:
         rel = torch.where(finite, (out - ref).abs() / ref.abs(), torch.zeros_like(ref))
         self.stats_rel = max(self.stats_rel, float(rel.max()))
 
-    def rounded(self, out, ref, terms):
-        """out: bf16 result; ref: its fp64 value; terms(): the addends' magnitudes (built lazily)."""
+    def rounded(self, out, ref, terms, factor=2.0 ** -20):
+        """out: bf16 result; ref: its fp64 value; terms(): the addends' magnitudes (built lazily),
+        the bound beyond 1 ulp being 0.5*ulp(ref) + factor*terms (2^-20 for one operation's
+        cancellation; (depth + 8)*2^-24 for an fp32 accumulation)."""
         g = out.double()
         finite = torch.isfinite(g)
         self.nonfinite += int((~finite).sum())
@@ -130,10 +237,20 @@ class Check:
         if n_beyond:
             self.beyond_1ulp += n_beyond
             err = (g - ref).abs()
-            bound = 0.5 * ulp_bf16(ref) + terms() * 2.0 ** -20
+            bound = 0.5 * ulp_bf16(ref) + terms() * factor
             frac = torch.where(beyond, err / bound, torch.zeros_like(err))
             self.max_bound_fraction = max(self.max_bound_fraction, float(frac.max()))
             self.beyond_bound += int((beyond & (err > bound)).sum())
+
+    def bounded(self, out, ref, bound):
+        """An f32 output (a sum, not rounded to bf16): |out - ref| <= bound elementwise."""
+        o = out.double()
+        finite = torch.isfinite(o)
+        self.nonfinite += int((~finite).sum())
+        self.elements += o.numel()
+        err = torch.where(finite, (o - ref).abs(), torch.zeros_like(ref))
+        self.max_bound_fraction = max(self.max_bound_fraction, float((err / (bound + 1e-300)).max()))
+        self.beyond_bound += int((err > bound).sum())
 
     def copy(self, out, src):
         """Rows (last dim) of out that are not bit-identical to src."""
@@ -185,7 +302,42 @@ def _rope_table(positions, g, device):
     return angle.cos().float(), angle.sin().float()
 
 
-class LnModulate:
+class Stage:
+    """One launch of ours: a code object, its row count, and its ABI values from (outs, scratch)."""
+
+    def __init__(self, code_path, meta, rows, values):
+        self.code_path, self.meta, self.rows, self.values = code_path, meta, rows, values
+
+
+class Plan:
+    """One way of running ours, timed as one measurement: its launches in order, scratch buffers
+    (partials: our overhead, written and read by the launches, poisoned like the outputs) and the
+    check of its outputs."""
+
+    def __init__(self, config, stages, check, scratch=tuple):
+        self.config, self.stages, self.check, self.scratch = config, stages, check, scratch
+
+
+class Problem:
+    """What run.py needs of a problem: name, kernel, family, label, shape, tokens, rows, BYTES,
+    min_bytes(), make(device, seed), args, torch_fn (eager; compile_fn, when set, is what
+    torch.compile compiles instead), alloc_outputs(), check(outs), plans(objects), free()."""
+    copy_target = 0.90  # DESIGN.md section 10: forward kernels
+    compile_mode_auto = "max-autotune-no-cudagraphs"  # --compile-mode auto
+    compile_fn = None
+    stage_kernels = None  # the kernels our plans launch, when not just `kernel`
+
+    def plans(self, objects):
+        """One plan per code object of `kernel`: a single launch over `rows`."""
+        return [Plan(mxfp6rt.config_tag(meta),
+                     [Stage(path, meta, self.rows, lambda outs, scratch: self.abi_values(outs))], self.check)
+                for path, meta in objects.get(self.kernel, [])]
+
+    def needs(self):
+        return self.stage_kernels or (self.kernel,)
+
+
+class LnModulate(Problem):
     """LN-modulate forward, per-sample modulation, tokens [B, S, D] batch-major (sample_div = S)."""
     kernel = "ln_modulate_fwd"
     family = "LN-modulate fwd"
@@ -251,7 +403,7 @@ class LnModulate:
         self.args = None
 
 
-class _NormRopeBase:
+class _NormRopeBase(Problem):
     heads = 24
     positions = 512  # S: tokens per sample; batch-major tokens, so pos_div = 1
 
@@ -377,13 +529,416 @@ class NormRopeSlice(_NormRopeBase):
         return chk
 
 
-def plan():
+class LnModulateBwd(Problem):
+    """LN-modulate backward, per-sample modulation, tokens [B, S, D] batch-major. Ours is two
+    launches timed as one: ln_modulate_bwd (dx, and fp32 partials of dscale/dshift: P per sample,
+    partial j summing tokens j, j + P, ...) then ln_modulate_bwd_reduce (the P partials in order).
+    P is our launch choice, so every P of PARTIALS is one of our plans."""
+    kernel = "ln_modulate_bwd"
+    stage_kernels = ("ln_modulate_bwd", "ln_modulate_bwd_reduce")
+    family = "LN-modulate bwd"
+    torch_fn = staticmethod(ln_modulate_bwd_torch)
+    copy_target = 0.85  # DESIGN.md section 10: backward kernels
+    compile_mode_auto = "default"
+    D = 3072
+    PARTIALS = (8, 16, 32, 64)
+    # Minimal bytes: g, x read once, scale (B rows), mean and rstd read once; dx, dscale, dshift
+    # written once. Our partials are overhead, not minimal bytes.
+    BYTES = ("2*T*D (g) + 2*T*D (x) + 2*B*D (scale) + 2*4*T (mean, rstd) + 2*T*D (dx) + 2*2*B*D (dscale, dshift); "
+             "the fp32 partials (2*4*B*P*D bytes written, then read back by the reduction) are overhead, not counted")
+
+    def __init__(self, tokens, tokens_per_sample=512):
+        assert tokens % tokens_per_sample == 0, "whole samples"
+        self.T, self.S, self.B = tokens, tokens_per_sample, tokens // tokens_per_sample
+        self.tokens, self.rows = tokens, tokens
+        self.label = f"T={tokens}"
+        self.name = f"{self.kernel}:{self.label}"
+        self.shape = {"T": tokens, "B": self.B, "S": tokens_per_sample, "D": self.D, "layout": "[B, S, D]",
+                      "partials_per_sample": list(self.PARTIALS)}
+
+    def min_bytes(self):
+        T, B, D = self.T, self.B, self.D
+        return 2 * T * D * 2 + 2 * B * D + 2 * 4 * T + 2 * T * D + 2 * 2 * B * D
+
+    def make(self, device, seed):
+        """Drawn like tests/gpu/ln_modulate_bwd_gpu_test.cpp: g ~ N(0, 1); x per token offset
+        U(-2, 2), spread U(0.5, 2); scale ~ N(0, 0.5); mean and rstd of x (fp64, eps 1e-6) as f32."""
+        g, T, B, D = _generator(device, seed), self.T, self.B, self.D
+        u = lambda *shape: torch.rand(*shape, generator=g, device=device)
+        grad = torch.randn(T, D, generator=g, device=device).to(BF16)
+        x = ((4 * u(T, 1) - 2) + (0.5 + 1.5 * u(T, 1)) * torch.randn(T, D, generator=g, device=device)).to(BF16)
+        scale = (0.5 * torch.randn(B, D, generator=g, device=device)).to(BF16)
+        x64 = x.double()
+        mean = x64.mean(-1)
+        rstd = 1 / ((x64 - mean[:, None]).square().mean(-1) + 1e-6).sqrt()
+        del x64
+        self.args = (grad, x, scale, mean.float(), rstd.float(), self.S)
+
+    def alloc_outputs(self):
+        g = self.args[0]
+        return (torch.empty_like(g), torch.empty(self.B, self.D, device=g.device, dtype=BF16),
+                torch.empty(self.B, self.D, device=g.device, dtype=BF16))
+
+    def plans(self, objects):
+        return [self._plan(bpath, bmeta, rpath, rmeta, P)
+                for bpath, bmeta in objects.get("ln_modulate_bwd", [])
+                for rpath, rmeta in objects.get("ln_modulate_bwd_reduce", [])
+                for P in self.PARTIALS if P <= self.S]
+
+    def _plan(self, bpath, bmeta, rpath, rmeta, P):
+        g, x, scale, mean, rstd, S = self.args
+        B, D = self.B, self.D
+
+        def scratch():
+            return tuple(torch.empty(B, P, D, device=g.device, dtype=F32) for _ in range(2))
+
+        def bwd_values(outs, parts):
+            return {"g": g, "x": x, "scale": scale, "mean": mean, "rstd": rstd, "dx": outs[0],
+                    "dscale_part": parts[0], "dshift_part": parts[1], "tokens_per_sample": S,
+                    "sample_stride": S, "token_stride": 1, "T": self.T, "B": B, "P": P, "D": D}
+
+        def reduce_values(outs, parts):
+            return {"dscale_part": parts[0], "dshift_part": parts[1], "dscale": outs[1], "dshift": outs[2],
+                    "B": B, "P": P, "D": D}
+
+        return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}",
+                    [Stage(bpath, bmeta, B * P, bwd_values), Stage(rpath, rmeta, B, reduce_values)],
+                    functools.partial(self.check, depth=-(-S // P) + P), scratch)
+
+    def check(self, outs, depth=None, chunk_samples=8):
+        """dx: 1 ulp, or 0.5*ulp + 2^-20 * rstd*(|gh| + mean|gh| + |xh|~ * mean(|gh|*|xh|~)),
+        |xh|~ = (|x| + |mean|)*rstd; dscale, dshift: 0.5*ulp + (depth + 8)*2^-24 * the sum of
+        |g|*|xh|~ (resp. |g|) over the sample's tokens, depth = S/P + P for ours (the GPU test's
+        bound) and S for a baseline (any order of S additions)."""
+        g, x, scale, mean, rstd, S = self.args
+        dx, dscale, dshift = outs
+        B, D = self.B, self.D
+        factor = ((S if depth is None else depth) + ACCUMULATION_SLACK) * 2.0 ** -24
+        chk = Check()
+        sc = scale.double()
+        for b0 in range(0, B, chunk_samples):
+            b1 = min(B, b0 + chunk_samples)
+            a, b, n = b0 * S, b1 * S, b1 - b0
+            g64, x64 = g[a:b].double(), x[a:b].double()
+            mu, r = mean[a:b].double()[:, None], rstd[a:b].double()[:, None]
+            xh = (x64 - mu) * r
+            gh = g64 * (1 + sc[b0:b1]).repeat_interleave(S, dim=0)
+            ref = r * (gh - gh.mean(-1, keepdim=True) - xh * (gh * xh).mean(-1, keepdim=True))
+            xhm = (x64.abs() + mu.abs()) * r
+
+            def dx_terms():
+                ghm = gh.abs()
+                return r * (ghm + ghm.mean(-1, keepdim=True) + xhm * (ghm * xhm).mean(-1, keepdim=True))
+
+            chk.rounded(dx[a:b], ref, dx_terms)
+            gs = g64.view(n, S, D)
+            chk.rounded(dscale[b0:b1], (gs * xh.view(n, S, D)).sum(1),
+                        lambda: (gs.abs() * xhm.view(n, S, D)).sum(1), factor)
+            chk.rounded(dshift[b0:b1], gs.sum(1), lambda: gs.abs().sum(1), factor)
+        return chk
+
+    def free(self):
+        self.args = None
+
+
+class NormRopeQkvBwd(_NormRopeBase):
+    """Whole-QKV norm+RoPE backward. Ours is two launches timed as one: norm_rope_qkv_bwd (all of
+    d(mixed_qkv), in mixed_qkv's layout, and fp32 dw partials: P programs' rows, for Q and K) then
+    norm_rope_dw_reduce (the P partials in order)."""
+    kernel = "norm_rope_qkv_bwd"
+    stage_kernels = ("norm_rope_qkv_bwd", "norm_rope_dw_reduce")
+    family = "norm+RoPE whole-QKV bwd"
+    torch_fn = staticmethod(norm_rope_qkv_bwd_torch)
+    copy_target = 0.85  # DESIGN.md section 10: backward kernels
+    compile_mode_auto = "default"
+    PARTIALS = 8192  # as the GPU test
+    # Minimal bytes: what the math reads once -- dq, dk, dv, the Q and K parts of mixed_qkv (not V:
+    # dV is dv), both rstd, the two weights, the Q and K tables (cos and sin) -- and what it writes
+    # once: all of d(mixed_qkv) and dw.
+    BYTES = ("3*R*128*2 (dq, dk, dv) + 2*R*128*2 (Q, K of mixed_qkv) + 2*R*4 (rstd) + 2*128*2 (weights) + "
+             "4*S*64*4 (tables) + 3*R*128*2 (d(mixed_qkv)) + 2*128*4 (dw), R = T*H; the dw partials "
+             "(2*P*128*4 bytes written, then read back by the reduction) are overhead, not counted")
+
+    def __init__(self, rows, layout="megatron"):
+        super().__init__(rows)
+        assert layout in ("megatron", "blocked")
+        self.layout = layout
+        self.label = f"rows={rows} {layout}"
+        self.name = f"{self.kernel}:rows={rows}:{layout}"
+        self.shape = {"rows": rows, "T": self.T, "H": self.heads, "S": self.positions, "layout": layout,
+                      "partials": min(self.PARTIALS, rows)}
+
+    def min_bytes(self):
+        R, S = self.rows, self.positions
+        return (3 * R * HEAD_DIM * 2 + 2 * R * HEAD_DIM * 2 + 2 * R * 4 + 2 * HEAD_DIM * 2 + 4 * S * PAIRS * 4
+                + 3 * R * HEAD_DIM * 2 + 2 * HEAD_DIM * 4)
+
+    def _view(self, mixed):
+        """The [T, 3, H, 128] view of a [T, 3*H*128] buffer in this problem's layout."""
+        T, H = self.T, self.heads
+        if self.layout == "megatron":
+            return mixed.view(T, H, 3, HEAD_DIM).permute(0, 2, 1, 3)
+        return mixed.view(T, 3, H, HEAD_DIM)
+
+    def make(self, device, seed):
+        """Drawn like tests/gpu/norm_rope_gpu_test.cpp: mixed_qkv rows with spreads U(0.25, 4);
+        dq, dk, dv ~ N(0, 1); rstd of Q and K (fp64, eps 1e-6) as f32; separate Q and K tables."""
+        g, T, H = _generator(device, seed), self.T, self.heads
+        self.mixed = self._mixed_qkv(g, device)
+        qkv = self._view(self.mixed)
+        q_cos, q_sin = _rope_table(self.positions, g, device)
+        k_cos, k_sin = _rope_table(self.positions, g, device)
+        q_weight, k_weight = self._weight(g, device), self._weight(g, device)
+        dq, dk, dv = (torch.randn(T, H, HEAD_DIM, generator=g, device=device).to(BF16) for _ in range(3))
+        q_rstd, k_rstd = ((1 / (qkv[:, part].double().square().mean(-1) + 1e-6).sqrt()).float() for part in (0, 1))
+        self.args = (dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd, k_rstd, 1)
+
+    def alloc_outputs(self):
+        return self._view(torch.empty_like(self.mixed)), torch.empty(2, HEAD_DIM, device=self.mixed.device, dtype=F32)
+
+    def plans(self, objects):
+        return [self._plan(bpath, bmeta, rpath, rmeta)
+                for bpath, bmeta in objects.get("norm_rope_qkv_bwd", [])
+                for rpath, rmeta in objects.get("norm_rope_dw_reduce", [])]
+
+    def _plan(self, bpath, bmeta, rpath, rmeta):
+        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.args
+        P = min(self.PARTIALS, self.rows)
+
+        def scratch():
+            return (torch.empty(2, P, HEAD_DIM, device=dq.device, dtype=F32),)
+
+        def bwd_values(outs, parts):
+            return {"dq": dq, "dk": dk, "dv": dv, "qkv": qkv, "q_weight": qw, "k_weight": kw, "q_cos": qc,
+                    "q_sin": qs, "k_cos": kc, "k_sin": ks, "q_rstd": qr, "k_rstd": kr, "dqkv": outs[0],
+                    "dw_part": parts[0], "qkv_token_stride": qkv.stride(0), "qkv_part_stride": qkv.stride(1),
+                    "qkv_head_stride": qkv.stride(2), "pos_div": pos_div, "T": self.T, "H": self.heads,
+                    "S": self.positions, "P": P}
+
+        def reduce_values(outs, parts):
+            return {"dw_part": parts[0], "dw": outs[1], "G": 2, "P": P}
+
+        return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}",
+                    [Stage(bpath, bmeta, P, bwd_values), Stage(rpath, rmeta, 2, reduce_values)],
+                    functools.partial(self.check, depth=-(-self.rows // P) + P), scratch)
+
+    def check(self, outs, depth=None, chunk=2048):
+        """dQ, dK: 1 ulp, or 0.5*ulp + 2^-20 * rstd*(|dn|~*|w| + |u|*sum(|dn|~*|w|*|u|)/128),
+        |dn|~ the rotation's addends' magnitudes; dV: bit-exact copy; dw (f32): |out - ref| <=
+        (depth + 8)*2^-24 * sum over rows of |dn|~*|u|, depth = rows/P + P: the GPU test's bound,
+        for ours and for the baselines alike (P = 8192 for them; a bound for any order of `rows`
+        additions, ~rows*2^-24 of the magnitudes, would not even catch a zero dw)."""
+        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.args
+        dqkv, dw = outs
+        T, H, S = self.T, self.heads, self.positions
+        chk = Check()
+        dw_ref = torch.zeros(2, HEAD_DIM, device=dq.device, dtype=F64)
+        dw_mag = torch.zeros_like(dw_ref)
+        for part, (grad, w, cos, sin, rs) in enumerate(((dq, qw, qc, qs, qr), (dk, kw, kc, ks, kr))):
+            w64, c64, s64 = w.double(), cos.double(), sin.double()
+            wm = w64.abs()
+            for a in range(0, T, chunk):
+                b = min(T, a + chunk)
+                g64, x64, r = grad[a:b].double(), qkv[a:b, part].double(), rs[a:b].double()[..., None]
+                pos = torch.div(torch.arange(a, b, device=dq.device), pos_div, rounding_mode="floor") % S
+                c, s = c64[pos][:, None], s64[pos][:, None]
+                g0, g1 = g64[..., 0::2], g64[..., 1::2]
+                dn = torch.stack((c * g0 + s * g1, c * g1 - s * g0), dim=-1).reshape(b - a, H, HEAD_DIM)
+                u = x64 * r
+                du = dn * w64
+                ref = r * (du - u * ((du * u).sum(-1, keepdim=True) / HEAD_DIM))
+                ca, sa, ga0, ga1 = c.abs(), s.abs(), g0.abs(), g1.abs()
+                dnm = torch.stack((ca * ga0 + sa * ga1, sa * ga0 + ca * ga1), dim=-1).reshape(b - a, H, HEAD_DIM)
+                um = u.abs()
+                chk.rounded(dqkv[a:b, part], ref,
+                            lambda: r * (dnm * wm + um * ((dnm * wm * um).sum(-1, keepdim=True) / HEAD_DIM)))
+                dw_ref[part] += (dn * u).sum((0, 1))
+                dw_mag[part] += (dnm * um).sum((0, 1))
+        chk.copy(dqkv[:, 2], dv)
+        if depth is None:
+            P = min(self.PARTIALS, self.rows)
+            depth = -(-self.rows // P) + P
+        chk.bounded(dw, dw_ref, (depth + ACCUMULATION_SLACK) * 2.0 ** -24 * dw_mag)
+        return chk
+
+
+class PackCheck:
+    """Bit-exact comparison with the reference row blobs (mxfp6_pack_rows_torch, itself checked
+    against the pure-Python transcription of specs/mxfp6.md: `validation`)."""
+
+    def __init__(self, validation):
+        self.validation = validation
+        self.data_bytes_differing = 0
+        self.scale_bytes_differing = 0
+        self.bytes = 0
+
+    def ok(self):
+        v = self.validation
+        return (self.data_bytes_differing == 0 and self.scale_bytes_differing == 0 and not v["worked_example_failures"]
+                and v["spec_blocks_differing"] == 0)
+
+    def summary(self):
+        return {"ok": self.ok(), "data_bytes_differing": self.data_bytes_differing,
+                "scale_bytes_differing": self.scale_bytes_differing, "bytes": self.bytes,
+                "reference_validation": self.validation}
+
+
+_WORKED_TORCH = {}
+
+
+def _worked_examples_torch(device, fmt, mode):
+    """The spec's worked examples (mxfp6_spec.WORKED) through mxfp6_pack_rows_torch: failures."""
+    key = (str(device), fmt, mode)
+    if key not in _WORKED_TORCH:
+        failures = []
+        for values, f, modes in mxfp6_spec.WORKED:
+            if f != fmt:
+                continue
+            want_scale, want_codes = modes[mode]
+            bits = [mxfp6_spec.bf16_bits(v) for v in values] + [0] * (32 - len(values))
+            row = torch.tensor([b - 0x10000 if b >= 0x8000 else b for b in bits], dtype=torch.int16, device=device)
+            data, scales = mxfp6_pack_rows_torch(row.view(BF16).view(1, 32), fmt, mode)
+            codes = list(want_codes) + [0] * (32 - len(want_codes))
+            want = [byte for i in range(0, 32, 4) for byte in mxfp6_spec.pack4_spec(*codes[i:i + 4])]
+            if int(scales[0, 0]) != want_scale or data[0].tolist() != want:
+                failures.append(f"{values} {fmt} {mode}")
+        _WORKED_TORCH[key] = failures
+    return _WORKED_TORCH[key]
+
+
+class MxPackRows(Problem):
+    """MXFP6 row packing of a bf16 operand X[T, C] (specs/mxfp6.md): data [T, 3C/4], scales
+    [T, C/32]. Checked bit for bit against mxfp6_pack_rows_torch (integer operations on the bf16
+    bits), which is validated first on the spec's worked examples and on sampled blocks of the
+    same input against the pure-Python transcription of the spec (mxfp6_spec)."""
+    kernel = "mxfp6_pack_rows"
+    torch_fn = staticmethod(mxfp6_pack_rows_torch_chunked)
+    compile_fn = staticmethod(mxfp6_pack_rows_torch)
+    copy_target = 0.85  # DESIGN.md section 10: row-only packing
+    compile_mode_auto = "default"
+    SAMPLE_BLOCKS = 256
+    # Minimal bytes: X read once; the packed data (24 bytes per 32 elements) and one scale byte
+    # per block written once.
+    BYTES = "2*T*C (x) + T*3*C/4 (data) + T*C/32 (scales)"
+
+    def __init__(self, tokens, cols, fmt, mode="RCEIL"):
+        assert cols % 32 == 0 and fmt in mxfp6_spec.FORMATS and mode in mxfp6_spec.MODES
+        self.T, self.C, self.fmt, self.mode = tokens, cols, fmt, mode
+        self.tokens, self.rows = tokens, tokens
+        self.family = f"MXFP6 row pack {fmt} {mode}"
+        self.label = f"T={tokens} C={cols}"
+        self.name = f"{self.kernel}:{fmt}:T={tokens}:C={cols}"
+        self.shape = {"T": tokens, "C": cols, "format": fmt, "scale_mode": mode}
+        self._reference = None
+
+    def min_bytes(self):
+        T, C = self.T, self.C
+        return 2 * T * C + T * C * 3 // 4 + T * C // 32
+
+    def make(self, device, seed):
+        """Drawn like tests/gpu/mxfp6_pack_gpu_test.cpp: blocks of N(0, 2^U(-20, 20)) values, and
+        one block in 16 each of: zeros, bf16 subnormals, +Inf, NaN, -Inf, the largest finite."""
+        g, T, C = _generator(device, seed), self.T, self.C
+        x = torch.empty(T, C, device=device, dtype=BF16)
+        out = x.view(torch.int16)
+        step = max(1, (1 << 24) // C)
+        lanes = torch.arange(32, device=device)[None, :]
+        for a in range(0, T, step):
+            b = min(T, a + step)
+            nb = (b - a) * C // 32
+            spread = torch.exp2((torch.rand(nb, 1, generator=g, device=device) * 2 - 1) * 20)
+            v = (torch.randn(nb, 32, generator=g, device=device) * spread).to(BF16)
+            bits = v.view(torch.int16).to(torch.int32) & 0xFFFF
+            kind = torch.randint(0, 16, (nb, 1), generator=g, device=device)
+            lane = lanes == torch.randint(0, 32, (nb, 1), generator=g, device=device)
+            bits = torch.where(kind == 0, 0, bits)
+            bits = torch.where(kind == 1, bits & 0x807F, bits)
+            for k, special in ((2, 0x7F80), (3, 0x7FC1), (4, 0xFF80), (5, 0x7F7F)):
+                bits = torch.where((kind == k) & lane, special, bits)
+            out[a:b].copy_(torch.where(bits >= 0x8000, bits - 0x10000, bits).to(torch.int16).view(b - a, C))
+        self.args = (x, self.fmt, self.mode)
+        self._reference = None
+
+    def reference(self):
+        """(data, scales, validation): the reference blobs, and how they compare with the spec."""
+        if self._reference is None:
+            x, fmt, mode = self.args
+            data, scales = mxfp6_pack_rows_torch_chunked(x, fmt, mode)
+            blocks = x.numel() // 32
+            gen = torch.Generator(device="cpu").manual_seed(12345)
+            idx = torch.randint(0, blocks, (self.SAMPLE_BLOCKS,), generator=gen).sort().values.to(x.device)
+            xs = x.view(torch.int16).view(-1, 32)[idx].cpu().tolist()
+            ds = data.view(-1, 24)[idx].cpu().tolist()
+            ss = scales.view(-1)[idx].cpu().tolist()
+            differing = 0
+            for bits, d, sb in zip(xs, ds, ss):
+                want_scale, codes = mxfp6_spec.encode_block_spec([b & 0xFFFF for b in bits], fmt, mode)
+                want = [byte for i in range(0, 32, 4) for byte in mxfp6_spec.pack4_spec(*codes[i:i + 4])]
+                differing += want_scale != sb or want != d
+            validation = {"worked_example_failures": _worked_examples_torch(x.device, fmt, mode),
+                          "spec_blocks_checked": len(xs), "spec_blocks_differing": differing}
+            self._reference = (data, scales, validation)
+        return self._reference
+
+    def alloc_outputs(self):
+        x = self.args[0]
+        return (torch.empty(self.T, self.C * 3 // 4, device=x.device, dtype=torch.uint8),
+                torch.empty(self.T, self.C // 32, device=x.device, dtype=torch.uint8))
+
+    def matches(self, meta):
+        config = meta.get("config", {})
+        return (config.get("C") == self.C and config.get("FMT") == mxfp6_spec.FMT_INDEX[self.fmt]
+                and config.get("MODE") == mxfp6_spec.MODE_INDEX[self.mode])
+
+    def plans(self, objects):
+        x = self.args[0]
+
+        def values(outs, scratch):
+            return {"x": x, "data": outs[0], "scales": outs[1], "R": self.T, "C": self.C}
+
+        return [Plan(mxfp6rt.config_tag(meta), [Stage(path, meta, self.T, values)], self.check)
+                for path, meta in objects.get(self.kernel, []) if self.matches(meta)]
+
+    def check(self, outs):
+        data, scales, validation = self.reference()
+        chk = PackCheck(validation)
+        chk.data_bytes_differing = int((outs[0] != data).sum())
+        chk.scale_bytes_differing = int((outs[1] != scales).sum())
+        chk.bytes = data.numel() + scales.numel()
+        return chk
+
+    def free(self):
+        self.args = self._reference = None
+
+
+def _has_pack(objects, cols, fmt, mode="RCEIL"):
+    probe = MxPackRows(1, cols, fmt, mode)
+    return any(probe.matches(meta) for _, meta in objects.get(MxPackRows.kernel, []))
+
+
+PACK_WIDTHS = (3072, 9216, 12288, 21504)
+
+
+def plan(objects=None):
     """Every (kernel, shape), the shapes the targets apply to (T >= 16384) first, so a run cut short
-    by its time budget still has them. LN-modulate at T = 4096, 16384, 32768 (B = T/512); norm+RoPE
-    at QK rows 98304 .. 786432 = T*24 heads."""
+    by its time budget still has them: T = 16384, then 32768, for every kernel; then the wider
+    packer operands; then T = 4096, the 196608-row norm+RoPE shapes, and last the wider packer
+    operands at T = 4096. LN-modulate (fwd, bwd) at
+    T = 4096, 16384, 32768 (B = T/512); norm+RoPE at QK rows 98304 .. 786432 = T*24 heads (the
+    backward from 196608); the row packer at T x C, C = 3072 and, where their code objects were
+    built (objects: {kernel: [(path, meta)]}; None: all), 9216, 12288, 21504."""
+    def packs(T, widths):
+        return [MxPackRows(T, C, fmt) for C in widths for fmt in ("E3M2", "E2M3")
+                if C == 3072 or objects is None or _has_pack(objects, C, fmt)]
+
     items = []
-    for T in (16384, 32768, 4096, 8192):
-        if T != 8192:
-            items.append(LnModulate(T))
-        items += [NormRopeQkv(T * 24, "megatron"), NormRopeQkv(T * 24, "blocked"), NormRopeSlice(T * 24)]
-    return items
+    for T in (16384, 32768):
+        items += [LnModulate(T), NormRopeQkv(T * 24, "megatron"), NormRopeQkv(T * 24, "blocked"),
+                  NormRopeSlice(T * 24), LnModulateBwd(T), NormRopeQkvBwd(T * 24)] + packs(T, (3072,))
+    for T in (16384, 32768):
+        items += packs(T, PACK_WIDTHS[1:])
+    items += [LnModulate(4096), NormRopeQkv(98304, "megatron"), NormRopeQkv(98304, "blocked"),
+              NormRopeSlice(98304), LnModulateBwd(4096)] + packs(4096, PACK_WIDTHS[:1])
+    items += [NormRopeQkv(196608, "megatron"), NormRopeQkv(196608, "blocked"), NormRopeSlice(196608),
+              NormRopeQkvBwd(196608)]
+    return items + packs(4096, PACK_WIDTHS[1:])

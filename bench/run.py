@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark of mxfp6c's kernels on one GPU (DESIGN.md section 10), in one process: device copy
 bandwidth, our code objects through libmxfp6rt, PyTorch eager, torch.compile and a Triton
-baseline, every implementation checked against fp64 before it is timed.
+baseline, every implementation checked before it is timed (against fp64 with the GPU tests'
+bounds; the MXFP6 packers bit for bit against the spec's encoder).
 
     python3 bench/run.py --out bench/results
 
@@ -30,10 +31,14 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(HERE / "results"), help="folder for the JSON, Markdown and PNG")
     ap.add_argument("--kernels", default=os.environ.get("MXFP6_GPU_KERNELS", str(mxfp6rt.REPO / "build" / "gpu_kernels")),
-                    help="folder of code objects and their .json metadata (default: build/gpu_kernels)")
+                    help="folder of code objects and their .json metadata, subfolders included "
+                         "(default: build/gpu_kernels)")
     ap.add_argument("--lib", default=None, help="libmxfp6rt.so (default: $MXFP6RT or build/lib/libmxfp6rt.so)")
-    ap.add_argument("--compile-mode", default="max-autotune-no-cudagraphs",
-                    help="torch.compile mode (no CUDA graphs, so its time is kernel time like the others')")
+    ap.add_argument("--compile-mode", default="auto",
+                    help="torch.compile mode for every kernel; auto (default): max-autotune-no-cudagraphs for "
+                         "the forward kernels, default for the backward kernels and the packers (max-autotune's "
+                         "search over their graphs would not fit the time budget). No CUDA graphs in any mode, so "
+                         "its time is kernel time like the others'")
     ap.add_argument("--warmup-ms", type=float, default=50.0, help="do_bench warmup per implementation")
     ap.add_argument("--rep-ms", type=float, default=200.0, help="do_bench repetition time per implementation")
     ap.add_argument("--copy-gib", type=float, default=2.0, help="size of each buffer of the copy measurement")
@@ -41,8 +46,9 @@ def parse_args():
                     help="run only kernels/shapes whose name contains this (repeatable), e.g. ln_modulate_fwd")
     ap.add_argument("--skip", action="append", default=[], choices=["eager", "torch_compile", "triton"],
                     help="leave out a baseline (repeatable)")
-    ap.add_argument("--time-budget", type=float, default=540.0,
-                    help="seconds; a kernel/shape that would likely end past it is skipped and listed")
+    ap.add_argument("--time-budget", type=float, default=450.0,
+                    help="seconds since start; a kernel/shape that would likely end past it is skipped and listed "
+                         "(default 450: the whole run, final copy and report included, inside 8 minutes)")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
     return ap.parse_args()
@@ -70,47 +76,76 @@ class Context:
         return self._loaded[key]
 
 
-def poison(torch, outs):
-    """0xFF bytes: NaN in bf16 and f32, so an element the kernel never wrote fails the check."""
+def _bits(torch, t):
+    """t's bits as integers of its element size (a view, whatever its strides)."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def poison(torch, outs, byte=0xFF):
+    """Fills every byte: 0xFF is NaN in bf16 and f32, so an element the kernel never wrote fails
+    the check; the second launch goes into 0xA5 bytes, so an unwritten element (of any type,
+    packed bytes included) also differs between the two launches."""
     for o in outs:
-        o.view(torch.uint8).fill_(0xFF)
+        # The integer view is signed except for bytes (uint8): the value must fit it.
+        value = int.from_bytes(bytes([byte]) * o.element_size(), "little", signed=o.element_size() > 1)
+        _bits(torch, o).fill_(value)
 
 
 def run_ours(ctx, p):
-    """Every code object of p.kernel: checked (poisoned outputs, fp64 bounds, a second launch
-    bit-identical), then timed. The best is the fastest that passed."""
+    """Every plan of ours (a code object, or a sequence of launches such as a backward and its
+    partials' reduction, timed together as one measurement): checked (poisoned outputs and
+    scratch, the problem's check, a second launch bit-identical), then timed. The best is the
+    fastest that passed."""
     import measure
     torch = ctx.torch
-    objects = ctx.objects.get(p.kernel, [])
-    if not objects:
-        return {"error": f"no {p.kernel} code objects for this GPU in {ctx.args.kernels}", "ok": False}
+    plans = p.plans(ctx.objects)
+    if not plans:
+        missing = [k for k in p.needs() if not ctx.objects.get(k)]
+        return {"error": f"no code objects for this GPU and shape in {ctx.args.kernels}"
+                         + (f" (none of {', '.join(missing)})" if missing else ""), "ok": False}
     outs = p.alloc_outputs()
-    values = p.abi_values(outs)
     stream = torch.cuda.current_stream().cuda_stream
     entries = []
-    for code_path, meta in objects:
-        e = {"config": mxfp6rt.config_tag(meta), "code_object": code_path.name, "resources": meta.get("resources", {}),
-             "block": meta.get("block"), "rows_per_program": meta.get("rows_per_program"), "ok": False}
+    for plan in plans:
+        first_meta = plan.stages[0].meta
+        e = {"config": plan.config, "code_object": " + ".join(st.code_path.name for st in plan.stages),
+             "resources": first_meta.get("resources", {}), "block": first_meta.get("block"),
+             "rows_per_program": first_meta.get("rows_per_program"), "ok": False}
+        scratch = ()
         try:
-            k = ctx.kernel(code_path)
-            args, grid = k.pack(values), k.grid(p.rows)
-            e["grid"] = list(grid)
-            launch = lambda k=k, args=args, grid=grid: k.launch(args, grid, stream)
-            poison(torch, outs)
+            scratch = plan.scratch()
+            launches = []
+            for st in plan.stages:
+                k = ctx.kernel(st.code_path)
+                launches.append((k, k.pack(st.values(outs, scratch)), k.grid(st.rows)))
+            e["grid"] = list(launches[0][2])
+            if len(plan.stages) > 1:
+                e["stages"] = [{"kernel": st.meta.get("kernel"), "config": mxfp6rt.config_tag(st.meta),
+                                "rows": st.rows, "grid": list(grid), "block": st.meta.get("block"),
+                                "registers": (st.meta.get("resources") or {}).get("registers")}
+                               for st, (_, _, grid) in zip(plan.stages, launches)]
+
+            def launch(launches=launches):
+                for k, args, grid in launches:
+                    k.launch(args, grid, stream)
+
+            poison(torch, tuple(outs) + tuple(scratch))
             launch()
             torch.cuda.synchronize()
-            check = p.check(outs)
+            check = plan.check(outs)
             first = [o.clone() for o in outs]
-            poison(torch, outs)
+            poison(torch, tuple(outs) + tuple(scratch), 0xA5)
             launch()
             torch.cuda.synchronize()
-            e["deterministic"] = all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in zip(first, outs))
+            e["deterministic"] = all(torch.equal(_bits(torch, a), _bits(torch, b)) for a, b in zip(first, outs))
             del first
             e["check"] = check.summary()
             e["ok"] = check.ok() and e["deterministic"]
             e.update(measure.device_time(launch, ctx.args.warmup_ms, ctx.args.rep_ms))
         except Exception as ex:  # one bad code object must not end the run
             e["error"] = error_text(ex)
+        finally:
+            del scratch
         entries.append(e)
     timed = [e for e in entries if e.get("median_ms") is not None]
     passed = [e for e in timed if e["ok"]]
@@ -146,12 +181,17 @@ def run_baseline(ctx, p, fn, out_fn=None):
     return e
 
 
+def compile_mode(ctx, p):
+    return p.compile_mode_auto if ctx.args.compile_mode == "auto" else ctx.args.compile_mode
+
+
 def run_problem(ctx, p, seed):
     import measure
     import triton_baselines
     torch = ctx.torch
     rec = {"name": p.name, "kernel": p.kernel, "family": p.family, "label": p.label, "shape": p.shape,
-           "tokens": p.tokens, "rows": p.rows, "min_bytes": p.min_bytes(), "bytes_formula": p.BYTES, "impls": {}}
+           "tokens": p.tokens, "rows": p.rows, "min_bytes": p.min_bytes(), "bytes_formula": p.BYTES,
+           "copy_target": p.copy_target, "compile_mode": compile_mode(ctx, p), "impls": {}}
     p.make(DEVICE, seed)
     try:
         # The same bytes moved by a plain copy: what this size allows, next to the big copy's ceiling.
@@ -162,12 +202,13 @@ def run_problem(ctx, p, seed):
         if "torch_compile" not in ctx.args.skip:
             try:
                 torch._dynamo.reset()  # a fresh cache per shape: no recompile limit, no silent fallback
-                compiled = torch.compile(p.torch_fn, mode=ctx.args.compile_mode, dynamic=False, fullgraph=True)
+                compiled = torch.compile(p.compile_fn or p.torch_fn, mode=rec["compile_mode"], dynamic=False,
+                                         fullgraph=True)
             except Exception as ex:
                 rec["impls"]["torch_compile"] = {"ok": False, "error": error_text(ex)}
             else:
                 rec["impls"]["torch_compile"] = run_baseline(ctx, p, lambda: compiled(*p.args))
-        if "triton" not in ctx.args.skip:
+        if "triton" not in ctx.args.skip and p.kernel in triton_baselines.IMPLEMENTATIONS:
             tfn = triton_baselines.IMPLEMENTATIONS[p.kernel][0]
             tri = rec["impls"]["triton"] = run_baseline(ctx, p, lambda: tfn(*p.args),
                                                         out_fn=lambda outs: tfn(*p.args, out=outs))
@@ -232,7 +273,7 @@ def main():
     device = mxfp6rt.Runtime(args.lib).open_device("cuda")
     env = environment(torch, triton, device)
     objects = {}
-    for code_path, meta in mxfp6rt.find_code_objects(args.kernels, target=env["target"]):
+    for code_path, meta in mxfp6rt.find_code_objects(args.kernels, target=env["target"], recursive=True):
         objects.setdefault(meta["kernel"], []).append((code_path, meta))
     log(t0, f"{env['gpu']}: code objects in {args.kernels}: " +
         (", ".join(f"{k} x{len(v)}" for k, v in sorted(objects.items())) or "none"))
@@ -243,7 +284,7 @@ def main():
         if not (pathlib.Path(args.out) / f"{stem}.json").exists():
             break
         stem = f"{datetime.date.today().isoformat()}-{tag}-{n}"
-    items = [p for p in problems.plan() if not args.only or any(s in p.name for s in args.only)]
+    items = [p for p in problems.plan(objects) if not args.only or any(s in p.name for s in args.only)]
     log(t0, f"{len(items)} kernel/shapes, time budget {args.time_budget:g} s: " + ", ".join(p.name for p in items))
     smallest = min((p.min_bytes() for p in items), default=0)
     doc = {
@@ -253,13 +294,24 @@ def main():
         "method": {
             "timing": f"triton.testing.do_bench, median of the reps (warmup {args.warmup_ms:g} ms, rep "
                       f"{args.rep_ms:g} ms), CUDA events, L2 cleared (256 MB buffer zeroed) before every rep",
-            "torch_compile": f"mode={args.compile_mode}, dynamic=False, fullgraph=True, recompiled per shape",
+            "torch_compile": (f"mode={args.compile_mode}" if args.compile_mode != "auto" else
+                              "mode=max-autotune-no-cudagraphs for the forward kernels, default for the backward "
+                              "kernels and the packers (--compile-mode auto)")
+                             + "; dynamic=False, fullgraph=True, recompiled per shape; the packers compile the "
+                               "unchunked PyTorch packer, eager runs it over chunks of rows",
             "inputs": f"random (like the GPU tests), fresh per shape, not rotated: the smallest working set is "
                       f"{smallest / 1e6:.0f} MB against {env.get('l2_mb', '?')} MB of L2, and every rep starts "
                       "after the L2 clear",
-            "checks": "every implementation against fp64 on the same inputs, with the GPU tests' bounds; ours "
-                      "into NaN-poisoned outputs and launched twice (bit-identical)",
-            "bytes": "minimal: each input read once, each output written once (formula per kernel in JSON)",
+            "checks": "every implementation against fp64 on the same inputs, with the GPU tests' bounds (fp32 "
+                      "sums: the tests' two-stage bound, rows/P + P additions deep, for ours; for a baseline, any "
+                      "order of the S additions of LN-modulate's dscale/dshift, and norm+RoPE's dw at the test's "
+                      "bound with P = 8192, since the worst case of any order of its additions would be vacuous); "
+                      "the MXFP6 packers bit for bit against a PyTorch encoder of specs/mxfp6.md, itself checked on "
+                      "the spec's worked examples and on 256 sampled blocks of each input against a pure-Python "
+                      "transcription of the spec; ours into NaN-poisoned outputs and scratch, launched twice "
+                      "(bit-identical, the second time into other poison)",
+            "bytes": "minimal: each input read once, each output written once (formula per kernel in JSON); "
+                     "our multi-launch kernels' partials are overhead, not counted",
         },
         "copy": {}, "results": [], "skipped": [],
     }
@@ -276,10 +328,16 @@ def main():
         except Exception as ex:
             doc["host_launch"] = {"error": error_text(ex)}
         log(t0, f"host launch: {doc['host_launch']}")
-        durations = []
+        durations = {}  # kernel -> seconds of each of its shapes so far
         for i, p in enumerate(items):
             elapsed = time.perf_counter() - t0
-            expected = max(durations) if durations else 30.0
+            # The same kernel's longest shape after its first (which pays the one-time compiles), else
+            # its first; for a kernel not run yet, the longest shape of any, at least 30 s.
+            seen = durations.get(p.kernel)
+            if seen:
+                expected = max(seen[1:] or seen)
+            else:
+                expected = max([30.0] + [d for ds in durations.values() for d in ds])
             if elapsed + expected > args.time_budget:
                 doc["skipped"].append({"name": p.name, "why": f"time budget {args.time_budget:g} s; run it with "
                                                               f"--only {p.name}"})
@@ -291,9 +349,10 @@ def main():
             except Exception as ex:
                 traceback.print_exc()
                 rec = {"name": p.name, "kernel": p.kernel, "family": p.family, "label": p.label, "shape": p.shape,
-                       "tokens": p.tokens, "min_bytes": p.min_bytes(), "impls": {}, "error": error_text(ex)}
+                       "tokens": p.tokens, "min_bytes": p.min_bytes(), "copy_target": p.copy_target, "impls": {},
+                       "error": error_text(ex)}
             rec["seconds"] = time.perf_counter() - start
-            durations.append(rec["seconds"])
+            durations.setdefault(p.kernel, []).append(rec["seconds"])
             doc["results"].append(rec)
             report.finalize(doc)
             ours = rec["impls"].get("mxfp6c", {})

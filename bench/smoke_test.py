@@ -2,7 +2,8 @@
 """CPU smoke test of the benchmark harness, for CI (no GPU, no torch, no matplotlib needed):
 every bench/*.py compiles; the ctypes table matches runtime/mxfp6rt.h; the library loads and
 answers errors through mxrt_last_error; every code object's metadata packs into launch arguments;
-the report derives figures and verdicts from a synthetic run.
+the MXFP6 encoder the packers are checked against reproduces the spec's worked examples (pure
+Python: mxfp6_spec.self_test); the report derives figures and verdicts from a synthetic run.
 
     python3 bench/smoke_test.py [--lib build/lib/libmxfp6rt.so] [--kernels build/gpu_kernels]
 """
@@ -17,6 +18,7 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import mxfp6_spec  # noqa: E402
 import mxfp6rt  # noqa: E402
 import report  # noqa: E402
 
@@ -104,7 +106,7 @@ def library_errors(lib):
 
 
 def metadata_packs(folder):
-    objects = mxfp6rt.find_code_objects(folder)
+    objects = mxfp6rt.find_code_objects(folder, recursive=True)
     assert objects, f"no code objects in {folder}"
     for path, meta in objects:
         values = {a["name"]: 256 if a["kind"] == "ptr" else 3 for a in meta["abi"]}
@@ -119,19 +121,34 @@ def metadata_packs(folder):
             pass
 
 
+def spec_self_test():
+    failures = mxfp6_spec.self_test(verbose=False)
+    assert not failures, "; ".join(failures[:5])
+
+
+def wide_packers(folder):
+    """The packers at C != 3072 are in a subfolder the GPU tests (C = 3072 only) do not read."""
+    for path, meta in mxfp6rt.find_code_objects(folder, kernel="mxfp6_pack_rows", recursive=True):
+        top = path.parent == pathlib.Path(folder)
+        assert top == (meta["config"].get("C") == 3072), f"{path}: C={meta['config'].get('C')} in the wrong folder"
+
+
 def synthetic_doc():
     impl = lambda ms, ok=True: {"median_ms": ms, "p10_ms": ms, "p90_ms": ms, "ok": ok}
-    rec = lambda tokens, ours, comp, tri, ok=True: {
-        "name": f"k:{tokens}", "kernel": "ln_modulate_fwd", "family": "LN", "label": f"T={tokens}", "tokens": tokens,
-        "shape": {"T": tokens}, "min_bytes": int(4e8),
+    rec = lambda tokens, ours, comp, tri, ok=True, kernel="ln_modulate_fwd", target=None: {
+        "name": f"{kernel}:{tokens}", "kernel": kernel, "family": kernel, "label": f"T={tokens}", "tokens": tokens,
+        "shape": {"T": tokens}, "min_bytes": int(4e8), **({"copy_target": target} if target else {}),
         "impls": {"mxfp6c": {**impl(ours, ok), "config": "ROWS=1", "all": [dict(impl(ours, ok), config="ROWS=1")]},
                   "eager": impl(1.0), "torch_compile": impl(comp), "triton": impl(tri, False)}}
     return {"date": "2000-01-01", "command": "python3 bench/run.py", "environment": {"gpu": "test"},
             "copy": {"start": {"tbps": 4.0, "bytes_moved": 1}, "end": {"tbps": 4.2, "bytes_moved": 1}},
             "host_launch": {"mxfp6c_prepared_us": 5.0}, "skipped": [{"name": "k:1", "why": "time budget"}],
             # 4e8 bytes in 0.1 ms = 4 TB/s = 95 % of 4.2; in 0.2 ms = 2 TB/s.
+            # 0.11 ms: 3.64 TB/s = 87 % of 4.2: a pass against a backward's 85 %, a miss against 90 %.
             "results": [rec(16384, 0.1, 0.2, 0.3), rec(32768, 0.2, 0.1, 0.3), rec(4096, 0.2, 0.3, 0.3),
-                        rec(65536, 0.1, 0.2, 0.3, ok=False)]}
+                        rec(65536, 0.1, 0.2, 0.3, ok=False), rec(16384, 0.11, 0.2, 0.3, kernel="ln_modulate_bwd",
+                                                                 target=0.85),
+                        rec(16384, 0.11, 0.2, 0.3, kernel="norm_rope_qkv_fwd", target=0.90)]}
 
 
 def report_verdicts():
@@ -142,12 +159,14 @@ def report_verdicts():
     assert v[1]["copy"] == "miss" and v[1]["torch_compile"] == "miss", v[1]
     assert v[2]["copy"] == "n/a", v[2]
     assert v[3]["copy"] == "invalid" and v[3]["torch_compile"] == "invalid", v[3]
+    assert v[4]["copy"] == "pass" and v[5]["copy"] == "miss", (v[4], v[5])
     assert abs(doc["results"][0]["speedup"]["torch_compile"] - 2.0) < 1e-9
     assert doc["host_launch"]["verdict_python_op"] == "pass"
     with tempfile.TemporaryDirectory() as d:
         md = report.write(synthetic_doc(), d, "t", with_chart=False)
         assert (pathlib.Path(d) / "t.json").is_file() and (pathlib.Path(d) / "t.md").is_file()
     assert "| ln_modulate_fwd | T=16384 |" in md and "4.00" in md and "✗" in md and "not run (time budget)" in md, md
+    assert "pass (≥85%)" in md and "miss (≥90%)" in md, md
 
 
 def main():
@@ -164,8 +183,10 @@ def main():
         print(f"skip  library checks: no {args.lib}")
     if pathlib.Path(args.kernels).is_dir():
         case("every code object's metadata packs into launch arguments", lambda: metadata_packs(args.kernels))
+        case("packers at C != 3072 only in the benchmark's subfolder", lambda: wide_packers(args.kernels))
     else:
         print(f"skip  metadata checks: no {args.kernels}")
+    case("MXFP6 spec encoder: worked examples, integer expressions == transcription", spec_self_test)
     case("report: bandwidth, ratios, speedups, pass/miss", report_verdicts)
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 1 if RESULTS["failed"] else 0
