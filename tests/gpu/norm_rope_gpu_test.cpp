@@ -1,17 +1,21 @@
-// QK RMSNorm + interleaved RoPE forward (whole-QKV and per-tensor) on the GPU against the fp64
-// interpreter running the same DSL kernels.
+// QK RMSNorm + interleaved RoPE (DESIGN.md section 6.1) on the GPU against the fp64 interpreter
+// running the same DSL kernels: the whole-QKV forward and backward (norm_rope_qkv_fwd/_bwd) in
+// both mixed_qkv layouts, and the per-tensor entry points (norm_rope_fwd/_bwd) reading one part
+// of mixed_qkv through its strides -- K of a Megatron per-head [T, H, 3, 128] buffer (token
+// stride 3*H*128, head stride 3*128, base pointer at the K part) and Q of a blocked
+// [T, 3, H, 128] one (token stride 3*H*128, head stride 128, base pointer at the buffer).
+// Every backward is followed by norm_rope_dw_reduce.
 //
-// Reference: compiler/interp at fp64 (fp64 shadows of q, k, y and the rstd outputs).
-// Metrics and bounds:
+// Reference: compiler/interp at fp64 (fp64 shadows of every output it stores).
+// Forward metrics and bounds (whole-QKV q, k and per-tensor y alike):
 //   rstd:     relative error <= 1e-5.
 //   q, k, y:  within 1 bf16 ulp of bf16(ref), except where the rotation cancels
 //             (y[2i] = c*n[2i] - s*n[2i+1]): there |gpu - ref| <= 0.5*ulp_bf16(ref) + 2^-20 *
 //             (|c*n[2i]| + |s*n[2i+1]|), n = x*rstd*w (DESIGN.md section 5's bound, terms = the
 //             addends of the last operation). Elements beyond 1 ulp are counted and reported.
 //   v:        bit-exact copy.
-//   Every output bit-identical across two launches; outputs poisoned (NaN) before each launch.
-// Both mixed_qkv layouts (Megatron per-head [T, H, 3, 128] and blocked [T, 3, H, 128]) are run;
-// the per-tensor kernel reads K as a strided slice of the Megatron buffer.
+// Backward bounds: see the backward section below. Every output bit-identical across two
+// launches; outputs poisoned (NaN) before each launch.
 
 #include <gtest/gtest.h>
 
@@ -122,42 +126,38 @@ Outputs sized(const Shape& s) {
   return o;
 }
 
-/// Uploads a host vector; the buffer keeps the device memory alive.
-template <typename T>
-Expected<rt::DeviceBuffer> upload(rt::Device& dev, const std::vector<T>& host) {
-  ASSIGN_OR_RETURN(rt::DeviceBuffer buf, dev.allocate(host.size() * sizeof(T)));
-  RETURN_IF_ERROR(dev.copyToDevice(buf.data(), host.data(), host.size() * sizeof(T)));
-  return buf;
+/// Uploads one problem's inputs (mixed_qkv, weights, tables) into `d`, which keeps the device
+/// memory alive; the output pointers of the result are null. Shared by every GPU run below.
+Expected<Buffers> uploadProblem(rt::Device& dev, gputest::DeviceArgs& d, const Problem& p) {
+  auto up = [&](const auto& v) { return d.upload(dev, v.data(), v.size() * sizeof(v[0])); };
+  Buffers b{};
+  ASSIGN_OR_RETURN(b.qkv, up(p.qkv));
+  ASSIGN_OR_RETURN(b.qWeight, up(p.qWeight));
+  ASSIGN_OR_RETURN(b.kWeight, up(p.kWeight));
+  ASSIGN_OR_RETURN(b.qCos, up(p.qCos));
+  ASSIGN_OR_RETURN(b.qSin, up(p.qSin));
+  ASSIGN_OR_RETURN(b.kCos, up(p.kCos));
+  ASSIGN_OR_RETURN(b.kSin, up(p.kSin));
+  return b;
 }
 
-Expected<Outputs> runQkvOnGpu(rt::Device& dev, const rt::LoadedKernel& loaded, const kir::Kernel& kernel,
+Expected<Outputs> runQkvOnGpu(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
                               const Problem& p) {
   Outputs out = sized(p.shape);
   size_t rowsBytes = out.q.size() * 2, statBytes = out.qRstd.size() * 4;
-  ASSIGN_OR_RETURN(rt::DeviceBuffer qkv, upload(dev, p.qkv));
-  ASSIGN_OR_RETURN(rt::DeviceBuffer qw, upload(dev, p.qWeight));
-  ASSIGN_OR_RETURN(rt::DeviceBuffer kw, upload(dev, p.kWeight));
-  ASSIGN_OR_RETURN(rt::DeviceBuffer qc, upload(dev, p.qCos));
-  ASSIGN_OR_RETURN(rt::DeviceBuffer qs, upload(dev, p.qSin));
-  ASSIGN_OR_RETURN(rt::DeviceBuffer kc, upload(dev, p.kCos));
-  ASSIGN_OR_RETURN(rt::DeviceBuffer ks, upload(dev, p.kSin));
-  std::vector<rt::DeviceBuffer> outs;
-  for (size_t bytes : {rowsBytes, rowsBytes, rowsBytes, statBytes, statBytes}) {
-    ASSIGN_OR_RETURN(rt::DeviceBuffer b, dev.allocate(bytes));
-    RETURN_IF_ERROR(dev.memset(b.data(), 0xFF, bytes));
-    outs.push_back(std::move(b));
-  }
-  Buffers b{qkv.data(), qw.data(), kw.data(), qc.data(), qs.data(), kc.data(), ks.data(),
-            outs[0].data(), outs[1].data(), outs[2].data(), outs[3].data(), outs[4].data()};
-  std::vector<interp::Arg> args = qkvArgs(p, b);
-  ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
-  RETURN_IF_ERROR(loaded.launchRows(p.shape.tokens * p.shape.heads, nullptr, gputest::launchArgs(kernel, bound)));
-  RETURN_IF_ERROR(dev.synchronize());
-  RETURN_IF_ERROR(dev.copyToHost(out.q.data(), outs[0].data(), rowsBytes));
-  RETURN_IF_ERROR(dev.copyToHost(out.k.data(), outs[1].data(), rowsBytes));
-  RETURN_IF_ERROR(dev.copyToHost(out.v.data(), outs[2].data(), rowsBytes));
-  RETURN_IF_ERROR(dev.copyToHost(out.qRstd.data(), outs[3].data(), statBytes));
-  RETURN_IF_ERROR(dev.copyToHost(out.kRstd.data(), outs[4].data(), statBytes));
+  gputest::DeviceArgs d;
+  ASSIGN_OR_RETURN(Buffers b, uploadProblem(dev, d, p));
+  ASSIGN_OR_RETURN(b.q, d.output(dev, rowsBytes));
+  ASSIGN_OR_RETURN(b.k, d.output(dev, rowsBytes));
+  ASSIGN_OR_RETURN(b.v, d.output(dev, rowsBytes));
+  ASSIGN_OR_RETURN(b.qRstd, d.output(dev, statBytes));
+  ASSIGN_OR_RETURN(b.kRstd, d.output(dev, statBytes));
+  RETURN_IF_ERROR(gputest::launch(dev, obj, kernel, qkvArgs(p, b), p.shape.tokens * p.shape.heads));
+  ASSIGN_OR_RETURN(out.q, gputest::download<uint16_t>(dev, b.q, out.q.size()));
+  ASSIGN_OR_RETURN(out.k, gputest::download<uint16_t>(dev, b.k, out.k.size()));
+  ASSIGN_OR_RETURN(out.v, gputest::download<uint16_t>(dev, b.v, out.v.size()));
+  ASSIGN_OR_RETURN(out.qRstd, gputest::download<float>(dev, b.qRstd, out.qRstd.size()));
+  ASSIGN_OR_RETURN(out.kRstd, gputest::download<float>(dev, b.kRstd, out.kRstd.size()));
   return out;
 }
 
@@ -225,17 +225,16 @@ TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
     SCOPED_TRACE(obj.path);
     auto kernel = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_qkv_fwd", obj.metadata.config, error);
     ASSERT_TRUE(kernel) << error;
-    auto loaded = rt::loadKernel(*dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())), obj.metadata);
-    ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
-    auto first = runQkvOnGpu(*dev, **loaded, *kernel, p);
+    auto first = runQkvOnGpu(*dev, obj, *kernel, p);
     ASSERT_TRUE(first.isOk()) << first.status().message();
-    auto second = runQkvOnGpu(*dev, **loaded, *kernel, p);
+    auto second = runQkvOnGpu(*dev, obj, *kernel, p);
     ASSERT_TRUE(second.isOk()) << second.status().message();
 
     Errors e;
     compareRotated(p, 0, first->q, q64, qr64, p.qWeight, p.qCos, p.qSin, e);
     compareRotated(p, 1, first->k, k64, kr64, p.kWeight, p.kCos, p.kSin, e);
     for (int64_t r = 0; r < rows; ++r) {
+      if (!std::isfinite(first->qRstd[r]) || !std::isfinite(first->kRstd[r])) ++e.nonFinite;
       e.rstdRel = std::max({e.rstdRel, std::fabs(first->qRstd[r] - qr64[r]) / qr64[r],
                             std::fabs(first->kRstd[r] - kr64[r]) / kr64[r]});
       int64_t t = r / shape.heads, h = r % shape.heads;
@@ -273,6 +272,131 @@ INSTANTIATE_TEST_SUITE_P(
 
 
 // ---------------------------------------------------------------------------------------------
+// Per-tensor forward: norm_rope_fwd on one part of mixed_qkv read through its strides (K of a
+// Megatron buffer, Q of a blocked one), y and rstd written contiguous. Bounds as above.
+
+/// The part of mixed_qkv the per-tensor tests read: K of a Megatron buffer, Q of a blocked one.
+int tensorPart(Layout layout) { return layout == Layout::Megatron ? 1 : 0; }
+
+std::string partTag(Layout layout) {
+  return std::string(tensorPart(layout) == 0 ? "Q" : "K") + "_of_" + (layout == Layout::Megatron ? "megatron" : "blocked");
+}
+
+/// Elements of mixed_qkv from the part's first element to the end of the buffer: the extent of
+/// the strided [T, H, 128] view whose base pointer is at the part.
+int64_t partExtent(const Problem& p, int part) { return int64_t(p.qkv.size()) - part * p.partStride; }
+
+/// `base` (mixed_qkv or d(mixed_qkv), on the host or the device) advanced to the part's first
+/// element: the base pointer of the part's strided view.
+const void* atPart(const void* base, const Problem& p, int part) {
+  return static_cast<const uint16_t*>(base) + part * p.partStride;
+}
+void* atPart(void* base, const Problem& p, int part) { return static_cast<uint16_t*>(base) + part * p.partStride; }
+
+bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+/// norm_rope_fwd's arguments: x = the part's strided view of b.qkv with that part's weight and
+/// table (a per-tensor caller passes whichever it has; here Q's for Q and K's for K).
+std::vector<interp::Arg> fwdArgs(const Problem& p, int part, const Buffers& b, void* y, void* rstd) {
+  const Shape& s = p.shape;
+  int64_t rows = s.tokens * s.heads, table = s.positions * kPairs;
+  return {tensor(atPart(b.qkv, p, part), kir::Dtype::BF16, {s.tokens, s.heads, kDh}, partExtent(p, part)),
+          tensor(part == 0 ? b.qWeight : b.kWeight, kir::Dtype::BF16, {kDh}, kDh),
+          tensor(part == 0 ? b.qCos : b.kCos, kir::Dtype::F32, {s.positions, kPairs}, table),
+          tensor(part == 0 ? b.qSin : b.kSin, kir::Dtype::F32, {s.positions, kPairs}, table),
+          tensor(y, kir::Dtype::BF16, {s.tokens, s.heads, kDh}, rows * kDh),
+          tensor(rstd, kir::Dtype::F32, {s.tokens, s.heads}, rows),
+          p.tokenStride, p.headStride, s.posDiv, std::monostate{}};
+}
+
+struct FwdOutputs {
+  std::vector<uint16_t> y;
+  std::vector<float> rstd;
+  bool operator==(const FwdOutputs& o) const { return y == o.y && sameBits(rstd, o.rstd); }
+};
+
+Expected<FwdOutputs> runFwdOnGpu(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
+                                 const Problem& p, int part) {
+  int64_t rows = p.shape.tokens * p.shape.heads;
+  gputest::DeviceArgs d;
+  ASSIGN_OR_RETURN(Buffers b, uploadProblem(dev, d, p));
+  ASSIGN_OR_RETURN(void* y, d.output(dev, rows * kDh * 2));
+  ASSIGN_OR_RETURN(void* rstd, d.output(dev, rows * 4));
+  RETURN_IF_ERROR(gputest::launch(dev, obj, kernel, fwdArgs(p, part, b, y, rstd), rows));
+  FwdOutputs out;
+  ASSIGN_OR_RETURN(out.y, gputest::download<uint16_t>(dev, y, rows * kDh));
+  ASSIGN_OR_RETURN(out.rstd, gputest::download<float>(dev, rstd, rows));
+  return out;
+}
+
+class NormRopeFwdGpu : public ::testing::TestWithParam<std::tuple<Shape, Layout>> {};
+
+TEST_P(NormRopeFwdGpu, StridedSliceMatchesFp64InterpreterAndIsDeterministic) {
+  std::string whyNot;
+  rt::Device* dev = gputest::device(&whyNot);
+  if (!dev) GTEST_SKIP() << whyNot;
+  auto objects = gputest::findCodeObjects("norm_rope_fwd");
+  ASSERT_FALSE(objects.empty()) << "no norm_rope_fwd code objects in " << gputest::gpuKernelsDir();
+  std::string error;
+  auto reference = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_fwd", {}, error);
+  ASSERT_TRUE(reference) << error;
+
+  auto [shape, layout] = GetParam();
+  int part = tensorPart(layout);
+  Problem p = makeProblem(shape, layout, 17 + shape.tokens + int(layout));
+  int64_t rows = shape.tokens * shape.heads;
+  std::vector<uint16_t> y(rows * kDh);
+  std::vector<float> rstd(rows);
+  std::vector<double> y64(rows * kDh), rstd64(rows);
+  Buffers hb{p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
+             p.kSin.data(), nullptr, nullptr, nullptr, nullptr, nullptr};
+  interp::RunOptions opts;
+  opts.fp64Outputs = {{4, &y64}, {5, &rstd64}};
+  Status ran = interp::run(*reference, fwdArgs(p, part, hb, y.data(), rstd.data()), opts);
+  ASSERT_TRUE(ran.isOk()) << ran.message();
+
+  for (const gputest::CodeObject& obj : objects) {
+    SCOPED_TRACE(obj.path);
+    auto kernel = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_fwd", obj.metadata.config, error);
+    ASSERT_TRUE(kernel) << error;
+    auto first = runFwdOnGpu(*dev, obj, *kernel, p, part);
+    ASSERT_TRUE(first.isOk()) << first.status().message();
+    auto second = runFwdOnGpu(*dev, obj, *kernel, p, part);
+    ASSERT_TRUE(second.isOk()) << second.status().message();
+
+    Errors e;
+    compareRotated(p, part, first->y, y64, rstd64, part == 0 ? p.qWeight : p.kWeight, part == 0 ? p.qCos : p.kCos,
+                   part == 0 ? p.qSin : p.kSin, e);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!std::isfinite(first->rstd[r])) ++e.nonFinite;
+      e.rstdRel = std::max(e.rstdRel, std::fabs(first->rstd[r] - rstd64[r]) / rstd64[r]);
+    }
+    bool identical = *first == *second;
+    std::string tag;
+    for (const auto& [key, value] : obj.metadata.config) tag += key + "=" + std::to_string(value) + " ";
+    std::printf("RESULT norm_rope_fwd %-13s %-24s T=%-6lld H=%-3lld S=%-4lld pos_div=%lld rstd_rel=%.3g "
+                "max_ulp=%.3g beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) nonfinite=%lld deterministic=%s\n",
+                partTag(layout).c_str(), tag.c_str(), (long long)shape.tokens, (long long)shape.heads,
+                (long long)shape.positions, (long long)shape.posDiv, e.rstdRel, e.maxUlp, (long long)e.beyondOneUlp,
+                e.maxBoundFraction, (long long)e.beyondBound, (long long)e.nonFinite, identical ? "yes" : "NO");
+    EXPECT_EQ(e.nonFinite, 0);
+    EXPECT_LE(e.rstdRel, 1e-5);
+    EXPECT_EQ(e.beyondBound, 0);
+    EXPECT_TRUE(identical);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, NormRopeFwdGpu,
+    ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
+                       ::testing::Values(Layout::Megatron, Layout::Blocked)),
+    [](const auto& info) {
+      return "T" + std::to_string(std::get<0>(info.param).tokens) + "_" + partTag(std::get<1>(info.param));
+    });
+
+// ---------------------------------------------------------------------------------------------
 // Whole-QKV backward: norm_rope_qkv_bwd (d(mixed_qkv) + dw partials) then norm_rope_dw_reduce.
 // With dn = the inverse rotation of g, u = x*rstd, du = dn*w:
 //   dq, dk:  1 ulp, or 0.5*ulp_bf16(ref) + 2^-20 * rstd*(|du|~ + |u| * sum(|du|~*|u|)/128),
@@ -306,6 +430,36 @@ BwdInputs makeBwdInputs(const Problem& p, uint64_t seed) {
   return in;
 }
 
+/// The magnitudes that bound the backward of one part (0 = Q, 1 = K) of mixed_qkv, given its
+/// gradient g [T, H, 128] and rstd [T, H]: terms[i] = rstd*(|du|~ + |u| * sum(|du|~*|u|)/128) for
+/// each element i of the part, indexed like p.qkv (the d(mixed_qkv) layout), and
+/// dwMag[c] += sum over rows of |dn|~[c] * |u[c]|, with |dn|~ = the rotation's addends
+/// (|c*g[2i]| + |s*g[2i+1]|, resp. |s*g[2i]| + |c*g[2i+1]|), |du|~ = |dn|~ * |w|.
+void addBwdMagnitudes(const Problem& p, int part, const std::vector<uint16_t>& grad, const std::vector<float>& rstd,
+                      std::vector<double>& terms, double* dwMag) {
+  const Shape& s = p.shape;
+  const auto& w = part == 0 ? p.qWeight : p.kWeight;
+  const auto& cosT = part == 0 ? p.qCos : p.kCos;
+  const auto& sinT = part == 0 ? p.qSin : p.kSin;
+  for (int64_t r = 0; r < s.tokens * s.heads; ++r) {
+    int64_t t = r / s.heads, h = r % s.heads, pos = (t / s.posDiv) % s.positions;
+    int64_t base = t * p.tokenStride + part * p.partStride + h * p.headStride;
+    double dn[kDh], u[kDh], sumDuU = 0;
+    for (int64_t c = 0; c < kDh; ++c) {
+      int64_t i = c / 2, even = c - c % 2;
+      double co = std::fabs(cosT[pos * kPairs + i]), si = std::fabs(sinT[pos * kPairs + i]);
+      double g0 = std::fabs(interp::bf16ToDouble(grad[r * kDh + even]));
+      double g1 = std::fabs(interp::bf16ToDouble(grad[r * kDh + even + 1]));
+      dn[c] = c % 2 ? si * g0 + co * g1 : co * g0 + si * g1;
+      u[c] = std::fabs(interp::bf16ToDouble(p.qkv[base + c])) * rstd[r];
+      sumDuU += dn[c] * std::fabs(interp::bf16ToDouble(w[c])) * u[c];
+      dwMag[c] += dn[c] * u[c];
+    }
+    for (int64_t c = 0; c < kDh; ++c)
+      terms[base + c] = rstd[r] * (dn[c] * std::fabs(interp::bf16ToDouble(w[c])) + u[c] * sumDuU / kDh);
+  }
+}
+
 std::vector<interp::Arg> bwdArgs(const Problem& p, const BwdInputs& in, const Buffers& b, const void* dq,
                                  const void* dk, const void* dv, const void* qr, const void* kr, void* dqkv,
                                  void* dwPart, int64_t partials) {
@@ -331,22 +485,15 @@ std::vector<interp::Arg> bwdArgs(const Problem& p, const BwdInputs& in, const Bu
 struct BwdOutputs {
   std::vector<uint16_t> dqkv;
   std::vector<float> dw;
-  bool operator==(const BwdOutputs&) const = default;
+  bool operator==(const BwdOutputs& o) const { return dqkv == o.dqkv && sameBits(dw, o.dw); }
 };
 
 Expected<BwdOutputs> runBwdOnGpu(rt::Device& dev, const gputest::CodeObject& bwdObj, const kir::Kernel& bwd,
                                  const gputest::CodeObject& reduceObj, const kir::Kernel& reduce, const Problem& p,
                                  const BwdInputs& in, int64_t partials) {
-  int64_t rows = p.shape.tokens * p.shape.heads;
   gputest::DeviceArgs d;
+  ASSIGN_OR_RETURN(Buffers b, uploadProblem(dev, d, p));
   auto up = [&](const auto& v) { return d.upload(dev, v.data(), v.size() * sizeof(v[0])); };
-  ASSIGN_OR_RETURN(void* qkv, up(p.qkv));
-  ASSIGN_OR_RETURN(void* qw, up(p.qWeight));
-  ASSIGN_OR_RETURN(void* kw, up(p.kWeight));
-  ASSIGN_OR_RETURN(void* qc, up(p.qCos));
-  ASSIGN_OR_RETURN(void* qs, up(p.qSin));
-  ASSIGN_OR_RETURN(void* kc, up(p.kCos));
-  ASSIGN_OR_RETURN(void* ks, up(p.kSin));
   ASSIGN_OR_RETURN(void* dq, up(in.dq));
   ASSIGN_OR_RETURN(void* dk, up(in.dk));
   ASSIGN_OR_RETURN(void* dv, up(in.dv));
@@ -355,7 +502,6 @@ Expected<BwdOutputs> runBwdOnGpu(rt::Device& dev, const gputest::CodeObject& bwd
   ASSIGN_OR_RETURN(void* dqkv, d.output(dev, p.qkv.size() * 2));
   ASSIGN_OR_RETURN(void* dwPart, d.output(dev, 2 * partials * kDh * 4));
   ASSIGN_OR_RETURN(void* dw, d.output(dev, 2 * kDh * 4));
-  Buffers b{qkv, qw, kw, qc, qs, kc, ks, nullptr, nullptr, nullptr, nullptr, nullptr};
   RETURN_IF_ERROR(gputest::launch(dev, bwdObj, bwd, bwdArgs(p, in, b, dq, dk, dv, qr, kr, dqkv, dwPart, partials),
                                   partials));
   std::vector<interp::Arg> reduceArgs = {tensor(dwPart, kir::Dtype::F32, {2, partials, kDh}, 2 * partials * kDh),
@@ -364,7 +510,6 @@ Expected<BwdOutputs> runBwdOnGpu(rt::Device& dev, const gputest::CodeObject& bwd
   BwdOutputs out;
   ASSIGN_OR_RETURN(out.dqkv, gputest::download<uint16_t>(dev, dqkv, p.qkv.size()));
   ASSIGN_OR_RETURN(out.dw, gputest::download<float>(dev, dw, 2 * kDh));
-  (void)rows;
   return out;
 }
 
@@ -403,30 +548,8 @@ TEST_P(NormRopeQkvBwdGpu, MatchesFp64InterpreterAndIsDeterministic) {
     for (int64_t j = 0; j < partials; ++j)
       for (int64_t c = 0; c < kDh; ++c) dw64[g * kDh + c] += dwPart64[(g * partials + j) * kDh + c];
   std::vector<double> terms(p.qkv.size(), 0.0);
-  for (int part = 0; part < 2; ++part) {
-    const auto& grad = part == 0 ? in.dq : in.dk;
-    const auto& w = part == 0 ? p.qWeight : p.kWeight;
-    const auto& cosT = part == 0 ? p.qCos : p.kCos;
-    const auto& sinT = part == 0 ? p.qSin : p.kSin;
-    const auto& rstd = part == 0 ? in.qRstd : in.kRstd;
-    for (int64_t r = 0; r < rows; ++r) {
-      int64_t t = r / shape.heads, h = r % shape.heads, pos = (t / shape.posDiv) % shape.positions;
-      int64_t base = t * p.tokenStride + part * p.partStride + h * p.headStride;
-      double dn[kDh], u[kDh], sumDuU = 0;
-      for (int64_t c = 0; c < kDh; ++c) {
-        int64_t i = c / 2, even = c - c % 2;
-        double co = std::fabs(cosT[pos * kPairs + i]), si = std::fabs(sinT[pos * kPairs + i]);
-        double g0 = std::fabs(interp::bf16ToDouble(grad[r * kDh + even]));
-        double g1 = std::fabs(interp::bf16ToDouble(grad[r * kDh + even + 1]));
-        dn[c] = c % 2 ? si * g0 + co * g1 : co * g0 + si * g1;
-        u[c] = std::fabs(interp::bf16ToDouble(p.qkv[base + c])) * rstd[r];
-        sumDuU += dn[c] * std::fabs(interp::bf16ToDouble(w[c])) * u[c];
-        dwMag[part * kDh + c] += dn[c] * u[c];
-      }
-      for (int64_t c = 0; c < kDh; ++c)
-        terms[base + c] = rstd[r] * (dn[c] * std::fabs(interp::bf16ToDouble(w[c])) + u[c] * sumDuU / kDh);
-    }
-  }
+  addBwdMagnitudes(p, 0, in.dq, in.qRstd, terms, &dwMag[0]);
+  addBwdMagnitudes(p, 1, in.dk, in.kRstd, terms, &dwMag[kDh]);
   double accumulation = std::ldexp(double(rows / partials + partials + 8), -24);
 
   for (const gputest::CodeObject& bwdObj : bwdObjects)
@@ -457,7 +580,7 @@ TEST_P(NormRopeQkvBwdGpu, MatchesFp64InterpreterAndIsDeterministic) {
       for (int64_t i = 0; i < 2 * kDh; ++i) {
         double bound = accumulation * dwMag[i] + 1e-30;
         dwMaxFraction = std::max(dwMaxFraction, std::fabs(first->dw[i] - dw64[i]) / bound);
-        dwBeyond += std::fabs(first->dw[i] - dw64[i]) > bound;
+        dwBeyond += !(std::fabs(first->dw[i] - dw64[i]) <= bound);  // a NaN counts as beyond
       }
       bool identical = *first == *second;
       std::string tag;
@@ -481,6 +604,156 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) {
       return "T" + std::to_string(std::get<0>(info.param).tokens) +
              (std::get<1>(info.param) == Layout::Megatron ? "_megatron" : "_blocked");
+    });
+
+// ---------------------------------------------------------------------------------------------
+// Per-tensor backward: norm_rope_bwd on one part of mixed_qkv (K of a Megatron buffer, Q of a
+// blocked one, as in the per-tensor forward), dx written through the d(mixed_qkv) strides
+// straight into the part's columns of a whole d(mixed_qkv) buffer, then norm_rope_dw_reduce with
+// G = 1 (dw_part [P, 128] viewed as [1, P, 128]). Bounds as in the whole-QKV backward:
+//   dx:       like dq/dk there (1 ulp, or 0.5*ulp_bf16(ref) + 2^-20 * terms);
+//   dw (f32): |gpu - ref| <= (ceil(rows/P) + P + 8) * 2^-24 * sum over rows of |dn|~ * |u|;
+//   other columns: the whole d(mixed_qkv) buffer is poisoned (0xFF bytes) before the launch and
+//             every element outside the part's columns must still hold 0xFFFF after it.
+
+std::vector<interp::Arg> bwdPartArgs(const Problem& p, int part, const Buffers& b, const void* dy, const void* rstd,
+                                     void* dqkv, void* dwPart, int64_t partials) {
+  const Shape& s = p.shape;
+  int64_t rows = s.tokens * s.heads, table = s.positions * kPairs;
+  return {tensor(dy, kir::Dtype::BF16, {s.tokens, s.heads, kDh}, rows * kDh),
+          tensor(atPart(b.qkv, p, part), kir::Dtype::BF16, {s.tokens, s.heads, kDh}, partExtent(p, part)),
+          tensor(part == 0 ? b.qWeight : b.kWeight, kir::Dtype::BF16, {kDh}, kDh),
+          tensor(part == 0 ? b.qCos : b.kCos, kir::Dtype::F32, {s.positions, kPairs}, table),
+          tensor(part == 0 ? b.qSin : b.kSin, kir::Dtype::F32, {s.positions, kPairs}, table),
+          tensor(rstd, kir::Dtype::F32, {s.tokens, s.heads}, rows),
+          tensor(atPart(dqkv, p, part), kir::Dtype::BF16, {s.tokens, s.heads, kDh}, partExtent(p, part)),
+          tensor(dwPart, kir::Dtype::F32, {partials, kDh}, partials * kDh),
+          p.tokenStride, p.headStride, p.tokenStride, p.headStride, s.posDiv};
+}
+
+struct BwdPartOutputs {
+  std::vector<uint16_t> dqkv;  // the whole d(mixed_qkv) buffer, not only the part's columns
+  std::vector<float> dw;
+  bool operator==(const BwdPartOutputs& o) const { return dqkv == o.dqkv && sameBits(dw, o.dw); }
+};
+
+Expected<BwdPartOutputs> runBwdPartOnGpu(rt::Device& dev, const gputest::CodeObject& bwdObj, const kir::Kernel& bwd,
+                                         const gputest::CodeObject& reduceObj, const kir::Kernel& reduce,
+                                         const Problem& p, int part, const std::vector<uint16_t>& dy,
+                                         const std::vector<float>& rstd, int64_t partials) {
+  gputest::DeviceArgs d;
+  ASSIGN_OR_RETURN(Buffers b, uploadProblem(dev, d, p));
+  ASSIGN_OR_RETURN(void* dyDev, d.upload(dev, dy.data(), dy.size() * 2));
+  ASSIGN_OR_RETURN(void* rstdDev, d.upload(dev, rstd.data(), rstd.size() * 4));
+  ASSIGN_OR_RETURN(void* dqkv, d.output(dev, p.qkv.size() * 2));  // all of it poisoned: bf16 0xFFFF
+  ASSIGN_OR_RETURN(void* dwPart, d.output(dev, partials * kDh * 4));
+  ASSIGN_OR_RETURN(void* dw, d.output(dev, kDh * 4));
+  RETURN_IF_ERROR(gputest::launch(dev, bwdObj, bwd, bwdPartArgs(p, part, b, dyDev, rstdDev, dqkv, dwPart, partials),
+                                  partials));
+  std::vector<interp::Arg> reduceArgs = {tensor(dwPart, kir::Dtype::F32, {1, partials, kDh}, partials * kDh),
+                                         tensor(dw, kir::Dtype::F32, {1, kDh}, kDh)};
+  RETURN_IF_ERROR(gputest::launch(dev, reduceObj, reduce, reduceArgs, 1));
+  BwdPartOutputs out;
+  ASSIGN_OR_RETURN(out.dqkv, gputest::download<uint16_t>(dev, dqkv, p.qkv.size()));
+  ASSIGN_OR_RETURN(out.dw, gputest::download<float>(dev, dw, kDh));
+  return out;
+}
+
+class NormRopeBwdGpu : public ::testing::TestWithParam<std::tuple<Shape, Layout>> {};
+
+TEST_P(NormRopeBwdGpu, StridedDxIntoMixedQkvMatchesFp64InterpreterAndIsDeterministic) {
+  std::string whyNot;
+  rt::Device* dev = gputest::device(&whyNot);
+  if (!dev) GTEST_SKIP() << whyNot;
+  auto bwdObjects = gputest::findCodeObjects("norm_rope_bwd");
+  auto reduceObjects = gputest::findCodeObjects("norm_rope_dw_reduce");
+  ASSERT_FALSE(bwdObjects.empty() || reduceObjects.empty()) << "missing code objects in " << gputest::gpuKernelsDir();
+  std::string error;
+  auto reference = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_bwd", {}, error);
+  ASSERT_TRUE(reference) << error;
+
+  auto [shape, layout] = GetParam();
+  int part = tensorPart(layout);
+  Problem p = makeProblem(shape, layout, 99 + shape.tokens + int(layout));
+  BwdInputs in = makeBwdInputs(p, 111 + shape.tokens);
+  const std::vector<uint16_t>& dy = part == 0 ? in.dq : in.dk;
+  const std::vector<float>& rstd = part == 0 ? in.qRstd : in.kRstd;
+  int64_t rows = shape.tokens * shape.heads;
+  // 48 rows per partial at 393216 rows; 15 rows over 4 partials (4, 4, 4, 3) for the ragged shape.
+  int64_t partials = rows > 8192 ? 8192 : (rows + 3) / 4;
+  int64_t offset = part * p.partStride;  // of the part's first element in mixed_qkv / d(mixed_qkv)
+  std::vector<uint16_t> dqkv(p.qkv.size(), 0xFFFF);
+  std::vector<float> dwPart(partials * kDh);
+  // Shadows indexed by the linear offsets of the stores: dx relative to its base pointer (the
+  // part's first element of d(mixed_qkv)), dw_part contiguous.
+  std::vector<double> dx64(partExtent(p, part)), dwPart64(partials * kDh);
+  Buffers hb{p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
+             p.kSin.data(), nullptr, nullptr, nullptr, nullptr, nullptr};
+  interp::RunOptions opts;
+  opts.fp64Outputs = {{6, &dx64}, {7, &dwPart64}};
+  Status ran = interp::run(*reference, bwdPartArgs(p, part, hb, dy.data(), rstd.data(), dqkv.data(), dwPart.data(),
+                                                   partials), opts);
+  ASSERT_TRUE(ran.isOk()) << ran.message();
+
+  std::vector<double> dw64(kDh, 0.0), dwMag(kDh, 0.0);
+  for (int64_t j = 0; j < partials; ++j)
+    for (int64_t c = 0; c < kDh; ++c) dw64[c] += dwPart64[j * kDh + c];
+  std::vector<double> terms(p.qkv.size(), 0.0);
+  addBwdMagnitudes(p, part, dy, rstd, terms, dwMag.data());
+  double accumulation = std::ldexp(double((rows + partials - 1) / partials + partials + 8), -24);
+
+  for (const gputest::CodeObject& bwdObj : bwdObjects)
+    for (const gputest::CodeObject& reduceObj : reduceObjects) {
+      SCOPED_TRACE(bwdObj.path + " + " + reduceObj.path);
+      auto bwd = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_bwd", bwdObj.metadata.config, error);
+      ASSERT_TRUE(bwd) << error;
+      auto reduce = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_dw_reduce",
+                                            reduceObj.metadata.config, error);
+      ASSERT_TRUE(reduce) << error;
+      auto first = runBwdPartOnGpu(*dev, bwdObj, *bwd, reduceObj, *reduce, p, part, dy, rstd, partials);
+      ASSERT_TRUE(first.isOk()) << first.status().message();
+      auto second = runBwdPartOnGpu(*dev, bwdObj, *bwd, reduceObj, *reduce, p, part, dy, rstd, partials);
+      ASSERT_TRUE(second.isOk()) << second.status().message();
+      gputest::Bf16Check dx;
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t t = r / shape.heads, h = r % shape.heads;
+        int64_t base = t * p.tokenStride + part * p.partStride + h * p.headStride;
+        for (int64_t c = 0; c < kDh; ++c)
+          dx.add(first->dqkv[base + c], dx64[base - offset + c], std::ldexp(terms[base + c], -20));
+      }
+      // Element i of d(mixed_qkv) belongs to part ((i % token stride) / part stride) % 3: Megatron
+      // (i % (3*H*128)) / 128 = 3h + part, blocked (i % (3*H*128)) / (H*128) = part.
+      int64_t otherChanged = 0;
+      for (int64_t i = 0; i < int64_t(first->dqkv.size()); ++i)
+        otherChanged += (i % p.tokenStride) / p.partStride % 3 != part && first->dqkv[i] != 0xFFFF;
+      int64_t dwBeyond = 0;
+      double dwMaxFraction = 0;
+      for (int64_t c = 0; c < kDh; ++c) {
+        double bound = accumulation * dwMag[c] + 1e-30, err = std::fabs(first->dw[c] - dw64[c]);
+        dwMaxFraction = std::max(dwMaxFraction, err / bound);
+        dwBeyond += !(err <= bound);  // a NaN counts as beyond
+      }
+      bool identical = *first == *second;
+      std::string tag;
+      for (const auto& [k, v] : bwdObj.metadata.config) tag += k + "=" + std::to_string(v) + " ";
+      std::printf("RESULT norm_rope_bwd+dw_reduce %-13s %-24s T=%-6lld H=%lld P=%lld dx: %s | "
+                  "other_columns_changed=%lld | dw: max %.2f of bound, beyond=%lld | deterministic=%s\n",
+                  partTag(layout).c_str(), tag.c_str(), (long long)shape.tokens, (long long)shape.heads,
+                  (long long)partials, dx.summary().c_str(), (long long)otherChanged, dwMaxFraction,
+                  (long long)dwBeyond, identical ? "yes" : "NO");
+      dx.expectOk("dx");
+      EXPECT_EQ(otherChanged, 0);
+      EXPECT_EQ(dwBeyond, 0);
+      EXPECT_TRUE(identical);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, NormRopeBwdGpu,
+    ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
+                       ::testing::Values(Layout::Megatron, Layout::Blocked)),
+    [](const auto& info) {
+      return "T" + std::to_string(std::get<0>(info.param).tokens) + "_" + partTag(std::get<1>(info.param));
     });
 
 }  // namespace
