@@ -57,7 +57,12 @@ Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg
     };
     if (arg.kind != spec.kind)
       return fail(std::string("is ") + argKindName(spec.kind) + ", got " + argKindName(arg.kind));
-    if (spec.kind != ArgKind::Pointer) continue;
+    if (spec.kind != ArgKind::Pointer) {
+      int64_t value = spec.kind == ArgKind::I32 ? arg.value.i32 : spec.kind == ArgKind::I64 ? arg.value.i64 : 0;
+      if (spec.multipleOf > 1 && value % spec.multipleOf != 0)
+        return fail("is " + std::to_string(value) + ", not a multiple of " + std::to_string(spec.multipleOf));
+      continue;
+    }
     if (arg.value.ptr == nullptr) return fail("is a null pointer");
     // The generated code issues vector loads/stores of `alignment` bytes on every pointer.
     if (reinterpret_cast<uintptr_t>(arg.value.ptr) % metadata.alignment != 0)

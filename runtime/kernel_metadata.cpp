@@ -104,7 +104,13 @@ Expected<std::vector<ArgSpec>> parseAbi(const json& object) {
     ASSIGN_OR_RETURN(ArgKind kind, parseArgKind(kindText, field + ".kind"));
     ASSIGN_OR_RETURN(const json* name, requireField(entry, "name", field + ".name"));
     ASSIGN_OR_RETURN(std::string nameText, nonEmptyString(*name, field + ".name"));
-    specs.push_back({kind, std::move(nameText)});
+    int64_t multipleOf = 1;
+    if (auto m = entry.find("multiple_of"); m != entry.end()) {
+      ASSIGN_OR_RETURN(multipleOf, integerInRange(*m, field + ".multiple_of", 1, int64_t{1} << 30));
+      if (kind != ArgKind::I32 && kind != ArgKind::I64)
+        return fieldError(field + ".multiple_of", "applies to i32/i64 arguments only");
+    }
+    specs.push_back({kind, std::move(nameText), multipleOf});
   }
   return specs;
 }

@@ -132,6 +132,9 @@ const char* argKindName(ArgKind kind);
 struct ArgSpec {
   ArgKind kind = ArgKind::Pointer;
   std::string name;
+  /// Integer arguments only: the value must be a multiple of this (strides that vector accesses
+  /// step by; the code generator assumed it when it chose the access width). 1 = any value.
+  int64_t multipleOf = 1;
 };
 
 /// Parsed from JSON by parseKernelMetadata. The schema (every field required unless noted):
@@ -140,7 +143,8 @@ struct ArgSpec {
 ///     "entry": "ln_modulate_fwd_kernel",    // the symbol in the code object
 ///     "target": "sm_90",                    // "sm_<N>[a]" (CUDA) or "gfx<N>" (HIP): sm_90, gfx942, gfx950
 ///     "abi": [{"kind": "ptr", "name": "x"}, {"kind": "f32", "name": "eps"}, ...],
-///                                           // launch arguments in order; kind ptr|i32|i64|f32
+///                                           // launch arguments in order; kind ptr|i32|i64|f32;
+///                                           // optional "multiple_of": n on i32/i64 arguments
 ///     "block": [256, 1, 1],                 // threads per block, each >= 1, product <= 1024
 ///     "shared_bytes": 0,                    // DYNAMIC shared memory per block passed at launch
 ///                                           // (0 when the kernel only uses static shared memory)
@@ -214,6 +218,7 @@ struct LaunchArg {
 ///   "argument 7 'eps' is f32, got i64"
 ///   "argument 0 'x' is a null pointer"
 ///   "argument 0 'x' pointer 0x7f0000000004 is not 16-byte aligned"
+///   "argument 8 'x_token_stride' is 1001, not a multiple of 8"
 Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args);
 
 /// Grid dimensions must each be >= 1 (and y, z <= 65535, the limit both vendors share).

@@ -117,6 +117,9 @@ class KernelEmitter {
   Value scalarOffset(const kir::Op& op);
   /// Alignment in bytes of every chunk access of `op` (slice accesses only).
   int64_t chunkAlignment(const kir::Op& op);
+  /// Elements the stride value `id` is a multiple of; a stride parameter is assumed (and with
+  /// `record`, required) to be a multiple of `wanted`.
+  int64_t strideMultiple(int id, int64_t wanted, bool record);
   Value elementPointer(int param, Dtype d, Value offset);
 
   Value applyScalar(OpCode code, Dtype operandType, ArrayRef<Value> xs, Dtype resultType);
@@ -140,6 +143,7 @@ class KernelEmitter {
   Value sharedBuf_;
   Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
   std::vector<RegValue> values_;
+  std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
   std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)
   SmallVector<Operation*> openLoops_;        // scf.for ops whose ForEnd is still ahead

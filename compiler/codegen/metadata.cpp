@@ -24,7 +24,12 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   j["entry"] = entryName(kernel);
   j["target"] = target.name;
   nlohmann::ordered_json abi = nlohmann::ordered_json::array();
-  for (const kir::AbiArg& a : kernel.abi()) abi.push_back({{"kind", abiKindName(a.kind)}, {"name", a.name}});
+  for (const kir::AbiArg& a : kernel.abi()) {
+    nlohmann::ordered_json entry = {{"kind", abiKindName(a.kind)}, {"name", a.name}};
+    if (auto m = shape.strideMultiples.find(a.param); a.param >= 0 && m != shape.strideMultiples.end() && m->second > 1)
+      entry["multiple_of"] = m->second;
+    abi.push_back(entry);
+  }
   j["abi"] = abi;
   j["block"] = {shape.blockThreads, 1, 1};
   // Dynamic shared memory passed at launch: none, the reduction buffers are static.

@@ -202,6 +202,20 @@ Value KernelEmitter::scalarOffset(const kir::Op& op) {
   return offset;
 }
 
+int64_t KernelEmitter::strideMultiple(int id, int64_t wanted, bool record) {
+  const kir::Op& s = k_.ops[id];
+  switch (s.code) {
+    case OpCode::ConstInt: return s.ival == 0 ? wanted : (s.ival < 0 ? -s.ival : s.ival);
+    case OpCode::Cast: return strideMultiple(s.operands[0], wanted, record);
+    case OpCode::Mul:
+      return strideMultiple(s.operands[0], wanted, record) * strideMultiple(s.operands[1], wanted, record);
+    case OpCode::ScalarArg:
+      if (record) strideMultiples_[s.param] = std::max(strideMultiples_[s.param], wanted);
+      return wanted;
+    default: return 1;  // runtime sizes and computed values: no guarantee
+  }
+}
+
 int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
   const kir::Param& p = k_.params[op.param];
   int64_t bytes = kir::dtypeBytes(p.dtype);
@@ -210,15 +224,14 @@ int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
   // The largest power of two dividing the chunk size: 16-byte chunks are 16-byte aligned, the
   // 6 bytes of 8 packed codes only 2-byte aligned.
   int64_t align = std::min<int64_t>(chunkBytes & -chunkBytes, kMaxAccessBytes);
-  // A chunk starts at base + Σ index_i*stride_i + a multiple of E. Constant strides that are not
-  // multiples of E lower the guarantee; runtime strides are the launcher's to check against the
-  // recorded pointer alignment.
-  for (size_t i = 0; i < op.operands.size(); ++i) {
-    if (op.operands[i] < 0) continue;
-    const kir::Op& s = k_.ops[op.strides[i]];
-    if (s.code == OpCode::ConstInt) {
-      int64_t strideBytes = s.ival * bytes;
-      while (align > bytes && strideBytes % align != 0) align /= 2;
+  // A chunk starts at base + Σ index_i*stride_i + a multiple of E. Strides known to be multiples
+  // of the access keep the alignment; others lower it; stride parameters are required to be
+  // multiples (recorded in the launch metadata, checked by the runtime before every launch).
+  for (bool record : {false, true}) {
+    for (size_t i = 0; i < op.operands.size(); ++i) {
+      if (op.operands[i] < 0) continue;
+      int64_t strideBytes = strideMultiple(op.strides[i], align / bytes, record) * bytes;
+      while (!record && align > bytes && strideBytes % align != 0) align /= 2;
     }
   }
   return align;
@@ -629,6 +642,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   shape.rowsPerProgram = int(rows_);
   shape.sharedBytes = needsShared_ ? sharedFloats * 4 : 0;
   shape.pointerAlignment = int(pointerAlignment);
+  shape.strideMultiples = strideMultiples_;
   return module;
 }
 

@@ -4,6 +4,7 @@
 // operations the TargetInfo selects (subgroup width, square root intrinsic).
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "compiler/codegen/target.h"
@@ -23,6 +24,7 @@ struct LaunchShape {
   int rowsPerProgram = 0;   // rows one program handles; grid = ceil(rows / rowsPerProgram)
   int sharedBytes = 0;      // static shared memory used by cross-warp reductions
   int pointerAlignment = 0; // bytes every tensor pointer must be aligned to
+  std::map<int, int64_t> strideMultiples;  // stride parameter -> the multiple its value must be
 };
 
 /// Generates the kernel; on failure, errors were emitted at the DSL location and the result is

@@ -118,6 +118,36 @@ TEST_F(LnModulateCodeObject, MetadataDescribesTheLaunch) {
   EXPECT_EQ(j["config"]["D"], 3072);
 }
 
+// Runtime strides of 16-byte accesses must be multiples of 8 bf16 elements; the metadata says
+// so for exactly those arguments, and the runtime checks it before every launch.
+TEST(StrideMultiples, RecordedForStrideParametersOfVectorAccesses) {
+  std::optional<frontend::Module> m = testing::parseKernelFile("norm_rope.mxk");
+  ASSERT_TRUE(m);
+  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, "norm_rope_qkv_fwd", {{"VEC", 8}, {"THREADS", 16}});
+  ASSERT_TRUE(k);
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("gfx942"), Emit::Hsaco);
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  std::map<std::string, int64_t> multiples;
+  nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
+  for (const auto& a : metadata["abi"])
+    if (a.contains("multiple_of")) multiples[a["name"]] = a["multiple_of"];
+  EXPECT_EQ(multiples, (std::map<std::string, int64_t>{
+                           {"qkv_token_stride", 8}, {"qkv_part_stride", 8}, {"qkv_head_stride", 8}}));
+  // VEC = 2: 4-byte accesses need strides that are multiples of 2 elements only.
+  k = testing::instantiateOrFail(*m, "norm_rope_qkv_fwd", {{"VEC", 2}, {"THREADS", 16}, {"ROWS", 4}});
+  ASSERT_TRUE(k);
+  c = codegen::compileKernel(*k, *codegen::findTarget("gfx942"), Emit::Hsaco);
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  metadata = nlohmann::json::parse(c->metadataJson);
+  int strides = 0;
+  for (const auto& a : metadata["abi"])
+    if (a.contains("multiple_of")) {
+      EXPECT_EQ(a["multiple_of"], 2) << a.dump();
+      ++strides;
+    }
+  EXPECT_EQ(strides, 3);
+}
+
 TEST_F(LnModulateCodeObject, ScheduleTheTargetCannotRunIsALocatedError) {
   // THREADS=128 with gfx942's 64-wide waves is fine; 96 threads is not a multiple of the wave.
   kir::Kernel bad = *kernel_;

@@ -44,6 +44,22 @@ TEST(CheckLaunchArgs, AcceptsAMatchingList) {
   EXPECT_TRUE(status.isOk()) << status.message();
 }
 
+// Strides that the generated code steps 16-byte vectors by must keep every access aligned.
+TEST(CheckLaunchArgs, RejectsAStrideThatIsNotAMultipleOfTheAccess) {
+  KernelMetadata md = lnModulateFwd();
+  md.abi[6].multipleOf = 8;
+  std::vector<LaunchArg> args = goodArgs();
+  EXPECT_TRUE(checkLaunchArgs(md, args).isOk());
+  args[6] = LaunchArg::i32(3076);
+  EXPECT_EQ(checkLaunchArgs(md, args).message(),
+            "kernel ln_modulate_fwd: argument 6 'stride' is 3076, not a multiple of 8");
+  md.abi[8].multipleOf = 4;
+  args = goodArgs();
+  args[8] = LaunchArg::i64(16386);
+  EXPECT_EQ(checkLaunchArgs(md, args).message(),
+            "kernel ln_modulate_fwd: argument 8 'T' is 16386, not a multiple of 4");
+}
+
 TEST(CheckLaunchArgs, RejectsWrongCount) {
   std::vector<LaunchArg> args = goodArgs();
   args.pop_back();

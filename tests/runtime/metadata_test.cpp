@@ -145,5 +145,20 @@ TEST(KernelMetadata, AbiEntriesAreChecked) {
   EXPECT_THAT(parseError(j), HasSubstr("field 'abi[2]' must be an object"));
 }
 
+TEST(KernelMetadata, StrideMultiplesAreReadForIntegerArguments) {
+  json j = validMetadata();
+  j["abi"][3]["multiple_of"] = 8;
+  auto parsed = parseKernelMetadata(j.dump());
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_EQ(parsed->abi[3].multipleOf, 8);
+  EXPECT_EQ(parsed->abi[2].multipleOf, 1);  // absent: any value
+  j = validMetadata();
+  j["abi"][0]["multiple_of"] = 8;
+  EXPECT_EQ(parseError(j), "kernel metadata: field 'abi[0].multiple_of' applies to i32/i64 arguments only");
+  j = validMetadata();
+  j["abi"][2]["multiple_of"] = 0;
+  EXPECT_THAT(parseError(j), HasSubstr("field 'abi[2].multiple_of'"));
+}
+
 }  // namespace
 }  // namespace mxfp6::rt
