@@ -76,6 +76,31 @@ Problem makeProblem(const Shape& s, Layout layout, uint64_t seed) {
   return p;
 }
 
+constexpr const char* kDsl = "kernels_dsl/norm_rope.mxk";
+
+const char* layoutName(Layout layout) { return layout == Layout::Megatron ? "megatron" : "blocked"; }
+
+/// Every test's parameters: 16384 tokens x 24 heads = 393216 QK rows (Flux double blocks at B=64,
+/// or single blocks at B=32) and a ragged small shape with a sequence-major position divisor, each
+/// in both layouts.
+using ShapeAndLayout = std::tuple<Shape, Layout>;
+
+auto shapesAndLayouts() {
+  return ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
+                            ::testing::Values(Layout::Megatron, Layout::Blocked));
+}
+
+/// Test names of the whole-QKV tests: T16384_megatron, T5_blocked, ...
+std::string layoutTestName(const ::testing::TestParamInfo<ShapeAndLayout>& info) {
+  return "T" + std::to_string(std::get<0>(info.param).tokens) + "_" + layoutName(std::get<1>(info.param));
+}
+
+/// Offset in mixed_qkv (and d(mixed_qkv)) of the 128 elements of `part` (0 = Q, 1 = K, 2 = V) in
+/// row r = token * H + head.
+int64_t rowBase(const Problem& p, int64_t r, int part) {
+  return (r / p.shape.heads) * p.tokenStride + part * p.partStride + (r % p.shape.heads) * p.headStride;
+}
+
 interp::TensorArg tensor(const void* data, kir::Dtype dtype, std::vector<int64_t> shape, int64_t extent) {
   return {const_cast<void*>(data), dtype, std::move(shape), extent};
 }
@@ -114,6 +139,59 @@ struct Outputs {
            std::memcmp(kRstd.data(), o.kRstd.data(), kRstd.size() * 4) == 0;
   }
 };
+
+/// A host run's input pointers into `p`; the outputs are null (a caller sets those it has).
+Buffers hostInputs(const Problem& p) {
+  return {p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
+          p.kSin.data(), nullptr, nullptr, nullptr, nullptr, nullptr};
+}
+
+/// The code object's configuration as "KEY=value " pairs, the RESULT lines' schedule column.
+std::string configTag(const gputest::CodeObject& obj) {
+  std::string tag;
+  for (const auto& [key, value] : obj.metadata.config) tag += key + "=" + std::to_string(value) + " ";
+  return tag;
+}
+
+/// For each code object of `kernel`: instantiates the DSL kernel at its configuration, runs
+/// `run(obj, kernel)` (an Expected of outputs that compare with ==) twice, and hands the first
+/// outputs and whether both runs were bit-identical to `check(obj, outputs, identical)`. A failed
+/// instantiation or run ends the test.
+template <typename Run, typename Check>
+void forEachCodeObject(const std::vector<gputest::CodeObject>& objects, const char* kernel, Run run, Check check) {
+  std::string error;
+  for (const gputest::CodeObject& obj : objects) {
+    SCOPED_TRACE(obj.path);
+    auto instance = gputest::instantiateDsl(kDsl, kernel, obj.metadata.config, error);
+    ASSERT_TRUE(instance) << error;
+    auto first = run(obj, *instance);
+    ASSERT_TRUE(first.isOk()) << first.status().message();
+    auto second = run(obj, *instance);
+    ASSERT_TRUE(second.isOk()) << second.status().message();
+    check(obj, *first, *first == *second);
+  }
+}
+
+/// The same for every pair of a backward code object of `bwdKernel` and a norm_rope_dw_reduce
+/// one: `run(bwdObj, bwd, reduceObj, reduce)`, `check(bwdObj, outputs, identical)`.
+template <typename Run, typename Check>
+void forEachBwdPair(const std::vector<gputest::CodeObject>& bwdObjects, const char* bwdKernel,
+                    const std::vector<gputest::CodeObject>& reduceObjects, Run run, Check check) {
+  std::string error;
+  for (const gputest::CodeObject& bwdObj : bwdObjects)
+    for (const gputest::CodeObject& reduceObj : reduceObjects) {
+      SCOPED_TRACE(bwdObj.path + " + " + reduceObj.path);
+      auto bwd = gputest::instantiateDsl(kDsl, bwdKernel, bwdObj.metadata.config, error);
+      ASSERT_TRUE(bwd) << error;
+      auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObj.metadata.config, error);
+      ASSERT_TRUE(reduce) << error;
+      auto first = run(bwdObj, *bwd, reduceObj, *reduce);
+      ASSERT_TRUE(first.isOk()) << first.status().message();
+      auto second = run(bwdObj, *bwd, reduceObj, *reduce);
+      ASSERT_TRUE(second.isOk()) << second.status().message();
+      check(bwdObj, *first, *first == *second);
+    }
+}
 
 Outputs sized(const Shape& s) {
   int64_t rows = s.tokens * s.heads;
@@ -175,7 +253,7 @@ void compareRotated(const Problem& p, int part, const std::vector<uint16_t>& gpu
     int64_t pos = (t / s.posDiv) % s.positions;
     for (int64_t h = 0; h < s.heads; ++h) {
       int64_t row = t * s.heads + h;
-      const uint16_t* x = &p.qkv[t * p.tokenStride + part * p.partStride + h * p.headStride];
+      const uint16_t* x = &p.qkv[rowBase(p, row, part)];
       for (int64_t j = 0; j < kDh; ++j) {
         int64_t i = row * kDh + j;
         double g = interp::bf16ToDouble(gpu[i]);
@@ -197,16 +275,36 @@ void compareRotated(const Problem& p, int part, const std::vector<uint16_t>& gpu
   }
 }
 
-class NormRopeQkvGpu : public ::testing::TestWithParam<std::tuple<Shape, Layout>> {};
+/// A forward RESULT line: `label` (the layout, or the part and layout) padded to `labelWidth`;
+/// `extra` goes before nonfinite (the whole-QKV v check).
+void printFwdResult(const char* kernel, int labelWidth, const std::string& label, const gputest::CodeObject& obj,
+                    const Shape& s, const Errors& e, const std::string& extra, bool identical) {
+  std::printf("RESULT %s %-*s %-24s T=%-6lld H=%-3lld S=%-4lld pos_div=%lld rstd_rel=%.3g max_ulp=%.3g "
+              "beyond_1ulp=%lld (max %.2f of bound, beyond=%lld)%s nonfinite=%lld deterministic=%s\n",
+              kernel, labelWidth, label.c_str(), configTag(obj).c_str(), (long long)s.tokens, (long long)s.heads,
+              (long long)s.positions, (long long)s.posDiv, e.rstdRel, e.maxUlp, (long long)e.beyondOneUlp,
+              e.maxBoundFraction, (long long)e.beyondBound, extra.c_str(), (long long)e.nonFinite,
+              identical ? "yes" : "NO");
+}
+
+/// Every test's fixture: `dev` is the process's device; a test skips where none opens.
+class NormRopeGpu : public ::testing::TestWithParam<ShapeAndLayout> {
+ protected:
+  void SetUp() override {
+    std::string whyNot;
+    dev = gputest::device(&whyNot);
+    if (!dev) GTEST_SKIP() << whyNot;
+  }
+  rt::Device* dev = nullptr;
+};
+
+class NormRopeQkvGpu : public NormRopeGpu {};
 
 TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
-  std::string whyNot;
-  rt::Device* dev = gputest::device(&whyNot);
-  if (!dev) GTEST_SKIP() << whyNot;
   auto objects = gputest::findCodeObjects("norm_rope_qkv_fwd");
   ASSERT_FALSE(objects.empty()) << "no norm_rope_qkv_fwd code objects in " << gputest::gpuKernelsDir();
   std::string error;
-  auto reference = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_qkv_fwd", {}, error);
+  auto reference = gputest::instantiateDsl(kDsl, "norm_rope_qkv_fwd", {}, error);
   ASSERT_TRUE(reference) << error;
 
   auto [shape, layout] = GetParam();
@@ -214,61 +312,41 @@ TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
   Outputs host = sized(shape);
   int64_t rows = shape.tokens * shape.heads;
   std::vector<double> q64(rows * kDh), k64(rows * kDh), qr64(rows), kr64(rows);
-  Buffers hb{p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
-             p.kSin.data(), host.q.data(), host.k.data(), host.v.data(), host.qRstd.data(), host.kRstd.data()};
+  Buffers hb = hostInputs(p);
+  hb.q = host.q.data();
+  hb.k = host.k.data();
+  hb.v = host.v.data();
+  hb.qRstd = host.qRstd.data();
+  hb.kRstd = host.kRstd.data();
   interp::RunOptions opts;
   opts.fp64Outputs = {{7, &q64}, {8, &k64}, {10, &qr64}, {11, &kr64}};
   Status ran = interp::run(*reference, qkvArgs(p, hb), opts);
   ASSERT_TRUE(ran.isOk()) << ran.message();
 
-  for (const gputest::CodeObject& obj : objects) {
-    SCOPED_TRACE(obj.path);
-    auto kernel = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_qkv_fwd", obj.metadata.config, error);
-    ASSERT_TRUE(kernel) << error;
-    auto first = runQkvOnGpu(*dev, obj, *kernel, p);
-    ASSERT_TRUE(first.isOk()) << first.status().message();
-    auto second = runQkvOnGpu(*dev, obj, *kernel, p);
-    ASSERT_TRUE(second.isOk()) << second.status().message();
-
-    Errors e;
-    compareRotated(p, 0, first->q, q64, qr64, p.qWeight, p.qCos, p.qSin, e);
-    compareRotated(p, 1, first->k, k64, kr64, p.kWeight, p.kCos, p.kSin, e);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (!std::isfinite(first->qRstd[r]) || !std::isfinite(first->kRstd[r])) ++e.nonFinite;
-      e.rstdRel = std::max({e.rstdRel, std::fabs(first->qRstd[r] - qr64[r]) / qr64[r],
-                            std::fabs(first->kRstd[r] - kr64[r]) / kr64[r]});
-      int64_t t = r / shape.heads, h = r % shape.heads;
-      const uint16_t* v = &p.qkv[t * p.tokenStride + 2 * p.partStride + h * p.headStride];
-      e.vMismatches += std::memcmp(v, &first->v[r * kDh], kDh * 2) != 0;
-    }
-    bool identical = *first == *second;
-    std::string tag;
-    for (const auto& [key, value] : obj.metadata.config) tag += key + "=" + std::to_string(value) + " ";
-    std::printf("RESULT norm_rope_qkv_fwd %-8s %-24s T=%-6lld H=%-3lld S=%-4lld pos_div=%lld rstd_rel=%.3g "
-                "max_ulp=%.3g beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) v_mismatch_rows=%lld "
-                "nonfinite=%lld deterministic=%s\n",
-                layout == Layout::Megatron ? "megatron" : "blocked", tag.c_str(), (long long)shape.tokens,
-                (long long)shape.heads, (long long)shape.positions, (long long)shape.posDiv, e.rstdRel, e.maxUlp,
-                (long long)e.beyondOneUlp, e.maxBoundFraction, (long long)e.beyondBound, (long long)e.vMismatches,
-                (long long)e.nonFinite, identical ? "yes" : "NO");
-    EXPECT_EQ(e.nonFinite, 0);
-    EXPECT_LE(e.rstdRel, 1e-5);
-    EXPECT_EQ(e.beyondBound, 0);
-    EXPECT_EQ(e.vMismatches, 0);
-    EXPECT_TRUE(identical);
-  }
+  forEachCodeObject(
+      objects, "norm_rope_qkv_fwd",
+      [&](const gputest::CodeObject& obj, const kir::Kernel& kernel) { return runQkvOnGpu(*dev, obj, kernel, p); },
+      [&](const gputest::CodeObject& obj, const Outputs& out, bool identical) {
+        Errors e;
+        compareRotated(p, 0, out.q, q64, qr64, p.qWeight, p.qCos, p.qSin, e);
+        compareRotated(p, 1, out.k, k64, kr64, p.kWeight, p.kCos, p.kSin, e);
+        for (int64_t r = 0; r < rows; ++r) {
+          if (!std::isfinite(out.qRstd[r]) || !std::isfinite(out.kRstd[r])) ++e.nonFinite;
+          e.rstdRel = std::max({e.rstdRel, std::fabs(out.qRstd[r] - qr64[r]) / qr64[r],
+                                std::fabs(out.kRstd[r] - kr64[r]) / kr64[r]});
+          e.vMismatches += std::memcmp(&p.qkv[rowBase(p, r, 2)], &out.v[r * kDh], kDh * 2) != 0;
+        }
+        printFwdResult("norm_rope_qkv_fwd", 8, layoutName(layout), obj, shape, e,
+                       " v_mismatch_rows=" + std::to_string(e.vMismatches), identical);
+        EXPECT_EQ(e.nonFinite, 0);
+        EXPECT_LE(e.rstdRel, 1e-5);
+        EXPECT_EQ(e.beyondBound, 0);
+        EXPECT_EQ(e.vMismatches, 0);
+        EXPECT_TRUE(identical);
+      });
 }
 
-// 16384 tokens x 24 heads = 393216 QK rows (Flux double blocks at B=64, or single blocks at
-// B=32); a ragged small shape with a sequence-major position divisor.
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, NormRopeQkvGpu,
-    ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
-                       ::testing::Values(Layout::Megatron, Layout::Blocked)),
-    [](const auto& info) {
-      return "T" + std::to_string(std::get<0>(info.param).tokens) +
-             (std::get<1>(info.param) == Layout::Megatron ? "_megatron" : "_blocked");
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, NormRopeQkvGpu, shapesAndLayouts(), layoutTestName);
 
 
 // ---------------------------------------------------------------------------------------------
@@ -279,7 +357,7 @@ INSTANTIATE_TEST_SUITE_P(
 int tensorPart(Layout layout) { return layout == Layout::Megatron ? 1 : 0; }
 
 std::string partTag(Layout layout) {
-  return std::string(tensorPart(layout) == 0 ? "Q" : "K") + "_of_" + (layout == Layout::Megatron ? "megatron" : "blocked");
+  return std::string(tensorPart(layout) == 0 ? "Q" : "K") + "_of_" + layoutName(layout);
 }
 
 /// Elements of mixed_qkv from the part's first element to the end of the buffer: the extent of
@@ -292,6 +370,11 @@ const void* atPart(const void* base, const Problem& p, int part) {
   return static_cast<const uint16_t*>(base) + part * p.partStride;
 }
 void* atPart(void* base, const Problem& p, int part) { return static_cast<uint16_t*>(base) + part * p.partStride; }
+
+/// Test names of the per-tensor tests: T16384_K_of_megatron, T5_Q_of_blocked, ...
+std::string partTestName(const ::testing::TestParamInfo<ShapeAndLayout>& info) {
+  return "T" + std::to_string(std::get<0>(info.param).tokens) + "_" + partTag(std::get<1>(info.param));
+}
 
 bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
@@ -331,16 +414,13 @@ Expected<FwdOutputs> runFwdOnGpu(rt::Device& dev, const gputest::CodeObject& obj
   return out;
 }
 
-class NormRopeFwdGpu : public ::testing::TestWithParam<std::tuple<Shape, Layout>> {};
+class NormRopeFwdGpu : public NormRopeGpu {};
 
 TEST_P(NormRopeFwdGpu, StridedSliceMatchesFp64InterpreterAndIsDeterministic) {
-  std::string whyNot;
-  rt::Device* dev = gputest::device(&whyNot);
-  if (!dev) GTEST_SKIP() << whyNot;
   auto objects = gputest::findCodeObjects("norm_rope_fwd");
   ASSERT_FALSE(objects.empty()) << "no norm_rope_fwd code objects in " << gputest::gpuKernelsDir();
   std::string error;
-  auto reference = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_fwd", {}, error);
+  auto reference = gputest::instantiateDsl(kDsl, "norm_rope_fwd", {}, error);
   ASSERT_TRUE(reference) << error;
 
   auto [shape, layout] = GetParam();
@@ -350,51 +430,31 @@ TEST_P(NormRopeFwdGpu, StridedSliceMatchesFp64InterpreterAndIsDeterministic) {
   std::vector<uint16_t> y(rows * kDh);
   std::vector<float> rstd(rows);
   std::vector<double> y64(rows * kDh), rstd64(rows);
-  Buffers hb{p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
-             p.kSin.data(), nullptr, nullptr, nullptr, nullptr, nullptr};
   interp::RunOptions opts;
   opts.fp64Outputs = {{4, &y64}, {5, &rstd64}};
-  Status ran = interp::run(*reference, fwdArgs(p, part, hb, y.data(), rstd.data()), opts);
+  Status ran = interp::run(*reference, fwdArgs(p, part, hostInputs(p), y.data(), rstd.data()), opts);
   ASSERT_TRUE(ran.isOk()) << ran.message();
 
-  for (const gputest::CodeObject& obj : objects) {
-    SCOPED_TRACE(obj.path);
-    auto kernel = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_fwd", obj.metadata.config, error);
-    ASSERT_TRUE(kernel) << error;
-    auto first = runFwdOnGpu(*dev, obj, *kernel, p, part);
-    ASSERT_TRUE(first.isOk()) << first.status().message();
-    auto second = runFwdOnGpu(*dev, obj, *kernel, p, part);
-    ASSERT_TRUE(second.isOk()) << second.status().message();
-
-    Errors e;
-    compareRotated(p, part, first->y, y64, rstd64, part == 0 ? p.qWeight : p.kWeight, part == 0 ? p.qCos : p.kCos,
-                   part == 0 ? p.qSin : p.kSin, e);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (!std::isfinite(first->rstd[r])) ++e.nonFinite;
-      e.rstdRel = std::max(e.rstdRel, std::fabs(first->rstd[r] - rstd64[r]) / rstd64[r]);
-    }
-    bool identical = *first == *second;
-    std::string tag;
-    for (const auto& [key, value] : obj.metadata.config) tag += key + "=" + std::to_string(value) + " ";
-    std::printf("RESULT norm_rope_fwd %-13s %-24s T=%-6lld H=%-3lld S=%-4lld pos_div=%lld rstd_rel=%.3g "
-                "max_ulp=%.3g beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) nonfinite=%lld deterministic=%s\n",
-                partTag(layout).c_str(), tag.c_str(), (long long)shape.tokens, (long long)shape.heads,
-                (long long)shape.positions, (long long)shape.posDiv, e.rstdRel, e.maxUlp, (long long)e.beyondOneUlp,
-                e.maxBoundFraction, (long long)e.beyondBound, (long long)e.nonFinite, identical ? "yes" : "NO");
-    EXPECT_EQ(e.nonFinite, 0);
-    EXPECT_LE(e.rstdRel, 1e-5);
-    EXPECT_EQ(e.beyondBound, 0);
-    EXPECT_TRUE(identical);
-  }
+  forEachCodeObject(
+      objects, "norm_rope_fwd",
+      [&](const gputest::CodeObject& obj, const kir::Kernel& kernel) { return runFwdOnGpu(*dev, obj, kernel, p, part); },
+      [&](const gputest::CodeObject& obj, const FwdOutputs& out, bool identical) {
+        Errors e;
+        compareRotated(p, part, out.y, y64, rstd64, part == 0 ? p.qWeight : p.kWeight, part == 0 ? p.qCos : p.kCos,
+                       part == 0 ? p.qSin : p.kSin, e);
+        for (int64_t r = 0; r < rows; ++r) {
+          if (!std::isfinite(out.rstd[r])) ++e.nonFinite;
+          e.rstdRel = std::max(e.rstdRel, std::fabs(out.rstd[r] - rstd64[r]) / rstd64[r]);
+        }
+        printFwdResult("norm_rope_fwd", 13, partTag(layout), obj, shape, e, "", identical);
+        EXPECT_EQ(e.nonFinite, 0);
+        EXPECT_LE(e.rstdRel, 1e-5);
+        EXPECT_EQ(e.beyondBound, 0);
+        EXPECT_TRUE(identical);
+      });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, NormRopeFwdGpu,
-    ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
-                       ::testing::Values(Layout::Megatron, Layout::Blocked)),
-    [](const auto& info) {
-      return "T" + std::to_string(std::get<0>(info.param).tokens) + "_" + partTag(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, NormRopeFwdGpu, shapesAndLayouts(), partTestName);
 
 // ---------------------------------------------------------------------------------------------
 // Whole-QKV backward: norm_rope_qkv_bwd (d(mixed_qkv) + dw partials) then norm_rope_dw_reduce.
@@ -421,7 +481,7 @@ BwdInputs makeBwdInputs(const Problem& p, uint64_t seed) {
   for (auto [part, rstd] : {std::pair{0, &in.qRstd}, std::pair{1, &in.kRstd}}) {
     rstd->resize(rows);
     for (int64_t r = 0; r < rows; ++r) {
-      const uint16_t* x = &p.qkv[(r / s.heads) * p.tokenStride + part * p.partStride + (r % s.heads) * p.headStride];
+      const uint16_t* x = &p.qkv[rowBase(p, r, part)];
       double sq = 0;
       for (int64_t j = 0; j < kDh; ++j) sq += std::pow(interp::bf16ToDouble(x[j]), 2);
       (*rstd)[r] = float(1.0 / std::sqrt(sq / kDh + 1e-6));
@@ -442,8 +502,7 @@ void addBwdMagnitudes(const Problem& p, int part, const std::vector<uint16_t>& g
   const auto& cosT = part == 0 ? p.qCos : p.kCos;
   const auto& sinT = part == 0 ? p.qSin : p.kSin;
   for (int64_t r = 0; r < s.tokens * s.heads; ++r) {
-    int64_t t = r / s.heads, h = r % s.heads, pos = (t / s.posDiv) % s.positions;
-    int64_t base = t * p.tokenStride + part * p.partStride + h * p.headStride;
+    int64_t pos = (r / s.heads / s.posDiv) % s.positions, base = rowBase(p, r, part);
     double dn[kDh], u[kDh], sumDuU = 0;
     for (int64_t c = 0; c < kDh; ++c) {
       int64_t i = c / 2, even = c - c % 2;
@@ -513,17 +572,64 @@ Expected<BwdOutputs> runBwdOnGpu(rt::Device& dev, const gputest::CodeObject& bwd
   return out;
 }
 
-class NormRopeQkvBwdGpu : public ::testing::TestWithParam<std::tuple<Shape, Layout>> {};
+/// Exact dw (groups x 128, fp64) from the fp64 shadow of dw_part [groups, P, 128], each column
+/// summed over the partials in order.
+std::vector<double> sumPartials(const std::vector<double>& dwPart64, int groups, int64_t partials) {
+  std::vector<double> dw64(groups * kDh, 0.0);
+  for (int g = 0; g < groups; ++g)
+    for (int64_t j = 0; j < partials; ++j)
+      for (int64_t c = 0; c < kDh; ++c) dw64[g * kDh + c] += dwPart64[(g * partials + j) * kDh + c];
+  return dw64;
+}
+
+/// The 128 gradient elements at `base` of d(mixed_qkv) against their fp64 shadow (`ref`, indexed
+/// from `refOffset`), each with the bound 2^-20 * terms[i] of addBwdMagnitudes.
+void addGradRow(gputest::Bf16Check& check, const std::vector<uint16_t>& dqkv, const std::vector<double>& ref,
+                int64_t refOffset, const std::vector<double>& terms, int64_t base) {
+  for (int64_t c = 0; c < kDh; ++c) check.add(dqkv[base + c], ref[base - refOffset + c], std::ldexp(terms[base + c], -20));
+}
+
+/// dw (f32) against exact dw64: |gpu - ref| <= accumulation * dwMag (a NaN counts as beyond).
+struct DwCheck {
+  double maxFraction = 0;
+  int64_t beyond = 0;
+};
+
+DwCheck checkDw(const std::vector<float>& dw, const std::vector<double>& dw64, const std::vector<double>& dwMag,
+                double accumulation) {
+  DwCheck check;
+  for (size_t i = 0; i < dw64.size(); ++i) {
+    double bound = accumulation * dwMag[i] + 1e-30, err = std::fabs(dw[i] - dw64[i]);
+    check.maxFraction = std::max(check.maxFraction, err / bound);
+    check.beyond += !(err <= bound);
+  }
+  return check;
+}
+
+/// Prints a backward RESULT line (`label` padded to `labelWidth`, the gradient check named
+/// `gradName`, a count of wrongly written columns named `columnsName`) and expects all within bounds.
+void reportBwd(const char* kernel, int labelWidth, const std::string& label, const gputest::CodeObject& bwdObj,
+                    const Shape& s, int64_t partials, const char* gradName, const gputest::Bf16Check& grad,
+                    const char* columnsName, int64_t columns, const DwCheck& dw, bool identical) {
+  std::printf("RESULT %s+dw_reduce %-*s %-24s T=%-6lld H=%lld P=%lld %s: %s | %s=%lld | dw: max %.2f of bound, "
+              "beyond=%lld | deterministic=%s\n",
+              kernel, labelWidth, label.c_str(), configTag(bwdObj).c_str(), (long long)s.tokens, (long long)s.heads,
+              (long long)partials, gradName, grad.summary().c_str(), columnsName, (long long)columns, dw.maxFraction,
+              (long long)dw.beyond, identical ? "yes" : "NO");
+  grad.expectOk(gradName);
+  EXPECT_EQ(columns, 0) << columnsName;
+  EXPECT_EQ(dw.beyond, 0);
+  EXPECT_TRUE(identical);
+}
+
+class NormRopeQkvBwdGpu : public NormRopeGpu {};
 
 TEST_P(NormRopeQkvBwdGpu, MatchesFp64InterpreterAndIsDeterministic) {
-  std::string whyNot;
-  rt::Device* dev = gputest::device(&whyNot);
-  if (!dev) GTEST_SKIP() << whyNot;
   auto bwdObjects = gputest::findCodeObjects("norm_rope_qkv_bwd");
   auto reduceObjects = gputest::findCodeObjects("norm_rope_dw_reduce");
   ASSERT_FALSE(bwdObjects.empty() || reduceObjects.empty()) << "missing code objects in " << gputest::gpuKernelsDir();
   std::string error;
-  auto reference = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_qkv_bwd", {}, error);
+  auto reference = gputest::instantiateDsl(kDsl, "norm_rope_qkv_bwd", {}, error);
   ASSERT_TRUE(reference) << error;
 
   auto [shape, layout] = GetParam();
@@ -534,77 +640,37 @@ TEST_P(NormRopeQkvBwdGpu, MatchesFp64InterpreterAndIsDeterministic) {
   std::vector<uint16_t> dqkv(p.qkv.size(), 0);
   std::vector<float> dwPart(2 * partials * kDh);
   std::vector<double> dqkv64(p.qkv.size()), dwPart64(2 * partials * kDh);
-  Buffers hb{p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
-             p.kSin.data(), nullptr, nullptr, nullptr, nullptr, nullptr};
   interp::RunOptions opts;
   opts.fp64Outputs = {{12, &dqkv64}, {13, &dwPart64}};
-  Status ran = interp::run(*reference, bwdArgs(p, in, hb, in.dq.data(), in.dk.data(), in.dv.data(), in.qRstd.data(),
-                                              in.kRstd.data(), dqkv.data(), dwPart.data(), partials), opts);
+  Status ran = interp::run(*reference, bwdArgs(p, in, hostInputs(p), in.dq.data(), in.dk.data(), in.dv.data(),
+                                              in.qRstd.data(), in.kRstd.data(), dqkv.data(), dwPart.data(), partials),
+                           opts);
   ASSERT_TRUE(ran.isOk()) << ran.message();
 
   // Exact dw and the magnitudes bounding its fp32 accumulation; the dq/dk bound terms per element.
-  std::vector<double> dw64(2 * kDh, 0.0), dwMag(2 * kDh, 0.0);
-  for (int g = 0; g < 2; ++g)
-    for (int64_t j = 0; j < partials; ++j)
-      for (int64_t c = 0; c < kDh; ++c) dw64[g * kDh + c] += dwPart64[(g * partials + j) * kDh + c];
+  std::vector<double> dw64 = sumPartials(dwPart64, 2, partials), dwMag(2 * kDh, 0.0);
   std::vector<double> terms(p.qkv.size(), 0.0);
   addBwdMagnitudes(p, 0, in.dq, in.qRstd, terms, &dwMag[0]);
   addBwdMagnitudes(p, 1, in.dk, in.kRstd, terms, &dwMag[kDh]);
   double accumulation = std::ldexp(double(rows / partials + partials + 8), -24);
 
-  for (const gputest::CodeObject& bwdObj : bwdObjects)
-    for (const gputest::CodeObject& reduceObj : reduceObjects) {
-      SCOPED_TRACE(bwdObj.path + " + " + reduceObj.path);
-      auto bwd = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_qkv_bwd", bwdObj.metadata.config, error);
-      ASSERT_TRUE(bwd) << error;
-      auto reduce = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_dw_reduce",
-                                            reduceObj.metadata.config, error);
-      ASSERT_TRUE(reduce) << error;
-      auto first = runBwdOnGpu(*dev, bwdObj, *bwd, reduceObj, *reduce, p, in, partials);
-      ASSERT_TRUE(first.isOk()) << first.status().message();
-      auto second = runBwdOnGpu(*dev, bwdObj, *bwd, reduceObj, *reduce, p, in, partials);
-      ASSERT_TRUE(second.isOk()) << second.status().message();
-      gputest::Bf16Check dqk;
-      int64_t dvMismatchRows = 0, dwBeyond = 0;
-      double dwMaxFraction = 0;
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t t = r / shape.heads, h = r % shape.heads;
-        for (int part = 0; part < 2; ++part) {
-          int64_t base = t * p.tokenStride + part * p.partStride + h * p.headStride;
-          for (int64_t c = 0; c < kDh; ++c)
-            dqk.add(first->dqkv[base + c], dqkv64[base + c], std::ldexp(terms[base + c], -20));
+  forEachBwdPair(
+      bwdObjects, "norm_rope_qkv_bwd", reduceObjects,
+      [&](const gputest::CodeObject& bwdObj, const kir::Kernel& bwd, const gputest::CodeObject& reduceObj,
+          const kir::Kernel& reduce) { return runBwdOnGpu(*dev, bwdObj, bwd, reduceObj, reduce, p, in, partials); },
+      [&](const gputest::CodeObject& bwdObj, const BwdOutputs& out, bool identical) {
+        gputest::Bf16Check dqk;
+        int64_t dvMismatchRows = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int part = 0; part < 2; ++part) addGradRow(dqk, out.dqkv, dqkv64, 0, terms, rowBase(p, r, part));
+          dvMismatchRows += std::memcmp(&out.dqkv[rowBase(p, r, 2)], &in.dv[r * kDh], kDh * 2) != 0;
         }
-        int64_t vbase = t * p.tokenStride + 2 * p.partStride + h * p.headStride;
-        dvMismatchRows += std::memcmp(&first->dqkv[vbase], &in.dv[r * kDh], kDh * 2) != 0;
-      }
-      for (int64_t i = 0; i < 2 * kDh; ++i) {
-        double bound = accumulation * dwMag[i] + 1e-30;
-        dwMaxFraction = std::max(dwMaxFraction, std::fabs(first->dw[i] - dw64[i]) / bound);
-        dwBeyond += !(std::fabs(first->dw[i] - dw64[i]) <= bound);  // a NaN counts as beyond
-      }
-      bool identical = *first == *second;
-      std::string tag;
-      for (const auto& [k, v] : bwdObj.metadata.config) tag += k + "=" + std::to_string(v) + " ";
-      std::printf("RESULT norm_rope_qkv_bwd+dw_reduce %-8s %-24s T=%-6lld H=%lld P=%lld dq/dk: %s | "
-                  "dv_mismatch_rows=%lld | dw: max %.2f of bound, beyond=%lld | deterministic=%s\n",
-                  layout == Layout::Megatron ? "megatron" : "blocked", tag.c_str(), (long long)shape.tokens,
-                  (long long)shape.heads, (long long)partials, dqk.summary().c_str(), (long long)dvMismatchRows,
-                  dwMaxFraction, (long long)dwBeyond, identical ? "yes" : "NO");
-      dqk.expectOk("dq/dk");
-      EXPECT_EQ(dvMismatchRows, 0);
-      EXPECT_EQ(dwBeyond, 0);
-      EXPECT_TRUE(identical);
-    }
+        reportBwd("norm_rope_qkv_bwd", 8, layoutName(layout), bwdObj, shape, partials, "dq/dk", dqk, "dv_mismatch_rows",
+                  dvMismatchRows, checkDw(out.dw, dw64, dwMag, accumulation), identical);
+      });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, NormRopeQkvBwdGpu,
-    ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
-                       ::testing::Values(Layout::Megatron, Layout::Blocked)),
-    [](const auto& info) {
-      return "T" + std::to_string(std::get<0>(info.param).tokens) +
-             (std::get<1>(info.param) == Layout::Megatron ? "_megatron" : "_blocked");
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, NormRopeQkvBwdGpu, shapesAndLayouts(), layoutTestName);
 
 // ---------------------------------------------------------------------------------------------
 // Per-tensor backward: norm_rope_bwd on one part of mixed_qkv (K of a Megatron buffer, Q of a
@@ -659,17 +725,14 @@ Expected<BwdPartOutputs> runBwdPartOnGpu(rt::Device& dev, const gputest::CodeObj
   return out;
 }
 
-class NormRopeBwdGpu : public ::testing::TestWithParam<std::tuple<Shape, Layout>> {};
+class NormRopeBwdGpu : public NormRopeGpu {};
 
 TEST_P(NormRopeBwdGpu, StridedDxIntoMixedQkvMatchesFp64InterpreterAndIsDeterministic) {
-  std::string whyNot;
-  rt::Device* dev = gputest::device(&whyNot);
-  if (!dev) GTEST_SKIP() << whyNot;
   auto bwdObjects = gputest::findCodeObjects("norm_rope_bwd");
   auto reduceObjects = gputest::findCodeObjects("norm_rope_dw_reduce");
   ASSERT_FALSE(bwdObjects.empty() || reduceObjects.empty()) << "missing code objects in " << gputest::gpuKernelsDir();
   std::string error;
-  auto reference = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_bwd", {}, error);
+  auto reference = gputest::instantiateDsl(kDsl, "norm_rope_bwd", {}, error);
   ASSERT_TRUE(reference) << error;
 
   auto [shape, layout] = GetParam();
@@ -687,74 +750,38 @@ TEST_P(NormRopeBwdGpu, StridedDxIntoMixedQkvMatchesFp64InterpreterAndIsDetermini
   // Shadows indexed by the linear offsets of the stores: dx relative to its base pointer (the
   // part's first element of d(mixed_qkv)), dw_part contiguous.
   std::vector<double> dx64(partExtent(p, part)), dwPart64(partials * kDh);
-  Buffers hb{p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
-             p.kSin.data(), nullptr, nullptr, nullptr, nullptr, nullptr};
   interp::RunOptions opts;
   opts.fp64Outputs = {{6, &dx64}, {7, &dwPart64}};
-  Status ran = interp::run(*reference, bwdPartArgs(p, part, hb, dy.data(), rstd.data(), dqkv.data(), dwPart.data(),
-                                                   partials), opts);
+  Status ran = interp::run(
+      *reference, bwdPartArgs(p, part, hostInputs(p), dy.data(), rstd.data(), dqkv.data(), dwPart.data(), partials),
+      opts);
   ASSERT_TRUE(ran.isOk()) << ran.message();
 
-  std::vector<double> dw64(kDh, 0.0), dwMag(kDh, 0.0);
-  for (int64_t j = 0; j < partials; ++j)
-    for (int64_t c = 0; c < kDh; ++c) dw64[c] += dwPart64[j * kDh + c];
+  std::vector<double> dw64 = sumPartials(dwPart64, 1, partials), dwMag(kDh, 0.0);
   std::vector<double> terms(p.qkv.size(), 0.0);
   addBwdMagnitudes(p, part, dy, rstd, terms, dwMag.data());
   double accumulation = std::ldexp(double((rows + partials - 1) / partials + partials + 8), -24);
 
-  for (const gputest::CodeObject& bwdObj : bwdObjects)
-    for (const gputest::CodeObject& reduceObj : reduceObjects) {
-      SCOPED_TRACE(bwdObj.path + " + " + reduceObj.path);
-      auto bwd = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_bwd", bwdObj.metadata.config, error);
-      ASSERT_TRUE(bwd) << error;
-      auto reduce = gputest::instantiateDsl("kernels_dsl/norm_rope.mxk", "norm_rope_dw_reduce",
-                                            reduceObj.metadata.config, error);
-      ASSERT_TRUE(reduce) << error;
-      auto first = runBwdPartOnGpu(*dev, bwdObj, *bwd, reduceObj, *reduce, p, part, dy, rstd, partials);
-      ASSERT_TRUE(first.isOk()) << first.status().message();
-      auto second = runBwdPartOnGpu(*dev, bwdObj, *bwd, reduceObj, *reduce, p, part, dy, rstd, partials);
-      ASSERT_TRUE(second.isOk()) << second.status().message();
-      gputest::Bf16Check dx;
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t t = r / shape.heads, h = r % shape.heads;
-        int64_t base = t * p.tokenStride + part * p.partStride + h * p.headStride;
-        for (int64_t c = 0; c < kDh; ++c)
-          dx.add(first->dqkv[base + c], dx64[base - offset + c], std::ldexp(terms[base + c], -20));
-      }
-      // Element i of d(mixed_qkv) belongs to part ((i % token stride) / part stride) % 3: Megatron
-      // (i % (3*H*128)) / 128 = 3h + part, blocked (i % (3*H*128)) / (H*128) = part.
-      int64_t otherChanged = 0;
-      for (int64_t i = 0; i < int64_t(first->dqkv.size()); ++i)
-        otherChanged += (i % p.tokenStride) / p.partStride % 3 != part && first->dqkv[i] != 0xFFFF;
-      int64_t dwBeyond = 0;
-      double dwMaxFraction = 0;
-      for (int64_t c = 0; c < kDh; ++c) {
-        double bound = accumulation * dwMag[c] + 1e-30, err = std::fabs(first->dw[c] - dw64[c]);
-        dwMaxFraction = std::max(dwMaxFraction, err / bound);
-        dwBeyond += !(err <= bound);  // a NaN counts as beyond
-      }
-      bool identical = *first == *second;
-      std::string tag;
-      for (const auto& [k, v] : bwdObj.metadata.config) tag += k + "=" + std::to_string(v) + " ";
-      std::printf("RESULT norm_rope_bwd+dw_reduce %-13s %-24s T=%-6lld H=%lld P=%lld dx: %s | "
-                  "other_columns_changed=%lld | dw: max %.2f of bound, beyond=%lld | deterministic=%s\n",
-                  partTag(layout).c_str(), tag.c_str(), (long long)shape.tokens, (long long)shape.heads,
-                  (long long)partials, dx.summary().c_str(), (long long)otherChanged, dwMaxFraction,
-                  (long long)dwBeyond, identical ? "yes" : "NO");
-      dx.expectOk("dx");
-      EXPECT_EQ(otherChanged, 0);
-      EXPECT_EQ(dwBeyond, 0);
-      EXPECT_TRUE(identical);
-    }
+  forEachBwdPair(
+      bwdObjects, "norm_rope_bwd", reduceObjects,
+      [&](const gputest::CodeObject& bwdObj, const kir::Kernel& bwd, const gputest::CodeObject& reduceObj,
+          const kir::Kernel& reduce) {
+        return runBwdPartOnGpu(*dev, bwdObj, bwd, reduceObj, reduce, p, part, dy, rstd, partials);
+      },
+      [&](const gputest::CodeObject& bwdObj, const BwdPartOutputs& out, bool identical) {
+        gputest::Bf16Check dx;
+        for (int64_t r = 0; r < rows; ++r) addGradRow(dx, out.dqkv, dx64, offset, terms, rowBase(p, r, part));
+        // Element i of d(mixed_qkv) belongs to part ((i % token stride) / part stride) % 3: Megatron
+        // (i % (3*H*128)) / 128 = 3h + part, blocked (i % (3*H*128)) / (H*128) = part.
+        int64_t otherChanged = 0;
+        for (int64_t i = 0; i < int64_t(out.dqkv.size()); ++i)
+          otherChanged += (i % p.tokenStride) / p.partStride % 3 != part && out.dqkv[i] != 0xFFFF;
+        reportBwd("norm_rope_bwd", 13, partTag(layout), bwdObj, shape, partials, "dx", dx, "other_columns_changed",
+                  otherChanged, checkDw(out.dw, dw64, dwMag, accumulation), identical);
+      });
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, NormRopeBwdGpu,
-    ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
-                       ::testing::Values(Layout::Megatron, Layout::Blocked)),
-    [](const auto& info) {
-      return "T" + std::to_string(std::get<0>(info.param).tokens) + "_" + partTag(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, NormRopeBwdGpu, shapesAndLayouts(), partTestName);
 
 }  // namespace
 }  // namespace mxfp6
