@@ -69,7 +69,6 @@ class KernelEmitter {
   }
 
   Value constI64(int64_t v) { return arith::ConstantIntOp::create(b_, v, 64); }
-  Value constI32(int64_t v) { return arith::ConstantIntOp::create(b_, v, 32); }
   Value toI64(Value v);
   /// A constant of type `ty` (scalar or vector) with every element `element`.
   Value splat(Type ty, TypedAttr element) {

@@ -41,10 +41,6 @@ FormatConstants constantsFor(kir::MxFormat f) {
   return {4, -2, 2, 96, 112};
 }
 
-}  // namespace
-
-namespace {
-
 /// Small helper for i32 vector arithmetic of one shape.
 class IntMath {
  public:
