@@ -129,6 +129,13 @@ LogicalResult KernelEmitter::checkSchedule() {
 /// keeps apart, so no store is crossed that could change a loaded value.
 std::vector<int> KernelEmitter::emissionOrder() const {
   int n = int(k_.ops.size());
+  // Early loads cost registers (all of a row's inputs live at once); a kernel can offer
+  // PREFETCH = 0 as a tunable to keep KIR order where that matters more.
+  if (auto p = k_.config.find("PREFETCH"); p != k_.config.end() && p->second == 0) {
+    std::vector<int> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    return order;
+  }
   std::vector<int> innermostLoop(n, -1), open;
   for (int i = 0; i < n; ++i) {
     if (k_.ops[i].code == OpCode::ForEnd) open.pop_back();

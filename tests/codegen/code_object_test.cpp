@@ -148,6 +148,24 @@ TEST(StrideMultiples, RecordedForStrideParametersOfVectorAccesses) {
   EXPECT_EQ(strides, 3);
 }
 
+// By default the scale and shift loads move ahead of the two block reductions (so all three
+// loads are in flight at once); PREFETCH = 0 keeps them where the body reads them.
+TEST_F(LnModulateCodeObject, LoadsMoveAheadOfReductionsUnlessPrefetchIsOff) {
+  auto loadsBeforeFirstBarrier = [&](const kir::Kernel& k) {
+    Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), Emit::Mlir);
+    EXPECT_TRUE(c.isOk()) << c.status().message();
+    std::string mlir = c.isOk() ? c->bytes : "";
+    size_t barrier = mlir.find("gpu.barrier");
+    int loads = 0;
+    for (size_t at = mlir.find("llvm.load"); at < barrier; at = mlir.find("llvm.load", at + 1)) ++loads;
+    return loads;
+  };
+  EXPECT_EQ(loadsBeforeFirstBarrier(*kernel_), 3);  // x, scale, shift
+  kir::Kernel inOrder = *kernel_;
+  inOrder.config["PREFETCH"] = 0;
+  EXPECT_EQ(loadsBeforeFirstBarrier(inOrder), 1);  // x only
+}
+
 TEST_F(LnModulateCodeObject, ScheduleTheTargetCannotRunIsALocatedError) {
   // THREADS=128 with gfx942's 64-wide waves is fine; 96 threads is not a multiple of the wave.
   kir::Kernel bad = *kernel_;
