@@ -216,5 +216,5 @@ def find_code_objects(folder, kernel=None, target=None, recursive=False):
 def config_tag(metadata):
     """"ROWS=8,THREADS=16,VEC=8": the tunables (specializations such as D left out)."""
     config = metadata.get("config", {})
-    keys = [k for k in ("ROWS", "THREADS", "VEC") if k in config] or sorted(config)
+    keys = [k for k in ("ROWS", "THREADS", "VEC", "PREFETCH") if k in config] or sorted(config)
     return ",".join(f"{k}={config[k]}" for k in keys)
