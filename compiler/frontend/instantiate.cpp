@@ -293,12 +293,7 @@ class Lowerer {
       double v = lit.isFloat ? lit.floatValue : static_cast<double>(lit.intValue);
       if (std::fabs(v) > maxFinite(t))
         return error(loc, std::string("literal does not fit in ") + kir::dtypeName(t));
-      kir::Op op;
-      op.code = OpCode::ConstFloat;
-      op.type = {t, 0};
-      op.fval = v;
-      op.loc = loc;
-      return emit(std::move(op));
+      return emitFloat(v, loc, t);
     }
     if (t == Dtype::Bool) return error(loc, "a number cannot be used as a condition");
     if (lit.isFloat)
