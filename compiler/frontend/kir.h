@@ -154,7 +154,9 @@ struct Kernel {
   std::vector<std::string> runtimeDims;      // names of runtime sizes, first-appearance order
   std::vector<bool> runtimeDimUsedByBody;    // parallel to runtimeDims
   std::vector<std::string> rowVars;          // `row t, h in T, H` -> {"t", "h"}
-  std::vector<int> rowDims;                  // runtime-dim index of each row var's extent
+  std::vector<int> rowDims;                  // runtime-dim index of each row var's extent, or -1
+                                             // when the extent is a compile-time constant:
+  std::vector<int64_t> rowConstExtents;      // parallel to rowDims; used where rowDims[i] == -1
   std::map<std::string, int64_t> config;     // every specialized size and tunable, bound
   int64_t rowsPerProgram = 1;                // ROWS
   int64_t threadsPerRow = 1;                 // THREADS
