@@ -18,7 +18,8 @@ enum class ExprKind {
   Name,      // name
   Call,      // name(operands...): builtins only, resolved by the '(' that follows the name
   Access,    // name[operands...]: element or row of a tensor, resolved by the '['
-  Slice,     // ':' as an index of an Access: the whole dimension
+  Slice,     // an index of an Access: ':' (the whole dimension, no operands) or `start : n`
+             // (operands: start, length)
   Unary,     // unaryOp operands[0]
   Binary,    // operands[0] binaryOp operands[1]
   Ternary,   // operands[0] ? operands[1] : operands[2]
@@ -194,7 +195,7 @@ struct Stmt {
 struct RowBlock {
   kir::SourceLoc loc;
   std::vector<NameDecl> vars;
-  std::vector<NameDecl> extents;
+  std::vector<SizeRef> extents;  // runtime sizes, or compile-time sizes and expressions
   std::vector<Stmt> body;
 };
 

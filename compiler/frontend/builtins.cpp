@@ -48,6 +48,7 @@ std::optional<Builtin> findBuiltin(std::string_view name) {
       {"mx_scale", Builtin::MxScale},
       {"mx_encode", Builtin::MxEncode},
       {"pack6", Builtin::Pack6},
+      {"transpose", Builtin::Transpose},
       {"zeros", Builtin::Zeros},
       {"splat", Builtin::Splat},
   };
@@ -65,6 +66,7 @@ int builtinArity(Builtin b) {
     case Builtin::GroupMax:
     case Builtin::GroupMin:
     case Builtin::Splat:
+    case Builtin::Transpose:
       return 2;
     case Builtin::RotatePairs:
     case Builtin::MxScale:

@@ -34,6 +34,7 @@ enum class Builtin {
   MxScale,
   MxEncode,
   Pack6,
+  Transpose,
   Zeros,
   Splat,
 };

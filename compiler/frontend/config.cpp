@@ -291,6 +291,14 @@ std::optional<int64_t> dimensionValue(const ast::SizeRef& dim, const ast::Kernel
   return bound->second;
 }
 
+std::optional<int64_t> constantExprValue(const ast::Expr& e, const Bindings& bindings,
+                                         std::string& error) {
+  EvalError err;
+  auto value = evaluate(e, bindings, err, /*exact=*/true);
+  if (!value) error = err.message;
+  return value;
+}
+
 std::vector<std::map<std::string, int64_t>> enumerateConfigs(
     const Module& module, const std::string& kernelName,
     const std::map<std::string, int64_t>& fixed) {

@@ -42,4 +42,10 @@ bool checkDimensions(const ast::KernelDecl& kernel, const Bindings& bindings,
 std::optional<int64_t> dimensionValue(const ast::SizeRef& dim, const ast::KernelDecl& kernel,
                                       const Bindings& bindings);
 
+/// The value of an integer expression over specialized sizes and tunables at `bindings`
+/// (exact division), or nullopt with `error` saying why (a runtime name, division by zero,
+/// overflow, a remainder).
+std::optional<int64_t> constantExprValue(const ast::Expr& e, const Bindings& bindings,
+                                         std::string& error);
+
 }  // namespace mxfp6::frontend

@@ -33,7 +33,8 @@ std::string formatExpr(const ast::Expr& e) {
     case ExprKind::Name:
       return e.name;
     case ExprKind::Slice:
-      return ":";
+      if (e.operands.empty()) return ":";
+      return formatExpr(*e.operands[0]) + " : " + formatExpr(*e.operands[1]);
     case ExprKind::Call:
       return e.name + "(" + join(e.operands, [](auto& a) { return formatExpr(*a); }) + ")";
     case ExprKind::Access:
@@ -100,9 +101,16 @@ std::string formatOp(const kir::Kernel& k, const kir::Op& op) {
   auto paramName = [&](int i) {
     return i >= 0 && i < static_cast<int>(k.params.size()) ? k.params[i].name : std::string("?");
   };
+  // An index is %id, ':' for a whole dim, or %id:n for a slice of n elements from %id.
   auto access = [&] {
-    return " @" + paramName(op.param) + "[" + join(op.operands, valueRef) + "] strides(" +
-           join(op.strides, valueRef) + ")";
+    std::vector<std::string> indices;
+    for (size_t d = 0; d < op.operands.size(); ++d) {
+      bool slice = d < op.slices.size() && op.slices[d] > 0;
+      indices.push_back(valueRef(op.operands[d]) +
+                        (slice && op.operands[d] >= 0 ? ":" + std::to_string(op.slices[d]) : ""));
+    }
+    return " @" + paramName(op.param) + "[" + join(indices, [](const std::string& x) { return x; }) +
+           "] strides(" + join(op.strides, valueRef) + ")";
   };
   std::string type = kir::typeName(op.type);
   std::string s;
@@ -135,6 +143,9 @@ std::string formatOp(const kir::Kernel& k, const kir::Op& op) {
       break;
     case OpCode::Repeat:
       s = type + " " + join(op.operands, valueRef) + " x" + std::to_string(op.ival);
+      break;
+    case OpCode::Transpose:
+      s = type + " " + join(op.operands, valueRef) + " rows " + std::to_string(op.ival);
       break;
     case OpCode::GroupReduceSum:
     case OpCode::GroupReduceMax:
@@ -210,7 +221,8 @@ std::string dumpAst(const Module& module) {
       out += "  require " + formatExpr(*r.condition) +
              (r.message.empty() ? "" : " : \"" + r.message + "\"") + "\n";
     auto name = [](const ast::NameDecl& n) { return n.name; };
-    out += "  row " + join(k.row.vars, name) + " in " + join(k.row.extents, name) + "\n";
+    out += "  row " + join(k.row.vars, name) + " in " +
+           join(k.row.extents, [](const ast::SizeRef& e) { return e.text(); }) + "\n";
     dumpStmts(k.row.body, "    ", out);
   }
   return out;
@@ -246,13 +258,18 @@ std::string dumpKir(const kir::Kernel& k) {
   out += "  abi " +
          join(k.abi(), [](const kir::AbiArg& a) { return abiKindName(a.kind) + " " + a.name; }) +
          "\n";
-  out += "  row " + join(k.rowVars, [](const std::string& v) { return v; }) + " in " +
-         join(k.rowDims,
-              [&](int d) {
-                return d >= 0 && d < static_cast<int>(k.runtimeDims.size()) ? k.runtimeDims[d]
-                                                                            : std::string("?");
-              }) +
-         "\n";
+  std::vector<std::string> extents;
+  for (size_t i = 0; i < k.rowDims.size(); ++i) {
+    int d = k.rowDims[i];
+    if (d >= 0 && d < static_cast<int>(k.runtimeDims.size()))
+      extents.push_back(k.runtimeDims[d]);
+    else if (d < 0 && i < k.rowConstExtents.size())
+      extents.push_back(std::to_string(k.rowConstExtents[i]));
+    else
+      extents.push_back("?");
+  }
+  auto text = [](const std::string& x) { return x; };
+  out += "  row " + join(k.rowVars, text) + " in " + join(extents, text) + "\n";
   // A loop's body is indented under its ForBegin; its ForEnd lines up with the ForBegin.
   size_t depth = 0;
   for (size_t i = 0; i < k.ops.size(); ++i) {

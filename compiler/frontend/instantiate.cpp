@@ -112,10 +112,12 @@ struct Local {
   Value value{-1, {}};
 };
 
-/// A lowered tensor access: index value ids (-1 for ':'), stride value ids, slice length.
+/// A lowered tensor access: index value ids (-1 for ':'), stride value ids, per-dim slice
+/// lengths (0: a scalar index) and their product (0 without slices).
 struct Access {
   std::vector<int> indices;
   std::vector<int> strides;
+  std::vector<int64_t> slices;
   int64_t sliceLength = 0;
 };
 
@@ -146,12 +148,22 @@ class Lowerer {
     }
     const ast::RowBlock& row = decl_.row;
     for (size_t i = 0; i < row.vars.size() && i < row.extents.size(); ++i) {
-      const Symbol* extent = symbols_.find(row.extents[i].name);
-      if (!extent || extent->kind != SymbolKind::RuntimeDim)
-        return error(row.extents[i].loc, "rows range over runtime dimensions");
+      const ast::SizeRef& extent = row.extents[i];
       kernel_.rowVars.push_back(row.vars[i].name);
-      kernel_.rowDims.push_back(extent->index);
-      kernel_.runtimeDimUsedByBody[extent->index] = true;
+      const Symbol* s = extent.isName() ? symbols_.find(extent.name) : nullptr;
+      if (s && s->kind == SymbolKind::RuntimeDim) {
+        kernel_.rowDims.push_back(s->index);
+        kernel_.rowConstExtents.push_back(0);
+        kernel_.runtimeDimUsedByBody[s->index] = true;
+        continue;
+      }
+      auto value = dimensionValue(extent, decl_, bindings_);
+      if (!value || *value < 1)
+        return error(extent.loc, "row extent '" + extent.text() + "' is " +
+                                     (value ? std::to_string(*value) : "not a compile-time size") +
+                                     "; rows range over runtime sizes or positive constants");
+      kernel_.rowDims.push_back(-1);
+      kernel_.rowConstExtents.push_back(*value);
     }
     scopes_.emplace_back();
     if (!lowerStmts(row.body)) return std::nullopt;
@@ -502,6 +514,8 @@ class Lowerer {
         return lowerMxEncode(e);
       case Builtin::Pack6:
         return lowerPack6(e);
+      case Builtin::Transpose:
+        return lowerTranspose(e);
       case Builtin::Zeros: {
         auto n = countArg(e, 0);
         if (!n) return std::nullopt;
@@ -603,14 +617,50 @@ class Lowerer {
       const Symbol* s = symbols_.find(arg.name);
       if (s && (s->kind == SymbolKind::SpecializedDim || s->kind == SymbolKind::Tunable))
         value = bindings_.at(arg.name);
+    } else if (usesOnlySizes(arg)) {
+      std::string why;
+      value = constantExprValue(arg, bindings_, why);
+      if (!value) return error(arg.loc, what + ": " + why);
     }
     if (!value)
       return error(arg.loc, what +
                                 " must be a positive integer constant: a literal, a "
-                                "specialized size or a tunable");
+                                "specialized size, a tunable or an expression over them");
     if (*value < 1)
       return error(arg.loc, what + " must be at least 1, got " + std::to_string(*value));
     return value;
+  }
+
+  /// Whether `e` is integer arithmetic over literals, specialized sizes and tunables only.
+  bool usesOnlySizes(const Expr& e) const {
+    switch (e.kind) {
+      case ExprKind::IntLit: return true;
+      case ExprKind::Name: {
+        const Symbol* s = symbols_.find(e.name);
+        return s && (s->kind == SymbolKind::SpecializedDim || s->kind == SymbolKind::Tunable);
+      }
+      case ExprKind::Unary: case ExprKind::Binary: case ExprKind::Ternary:
+        return std::all_of(e.operands.begin(), e.operands.end(),
+                           [&](const ast::ExprPtr& o) { return usesOnlySizes(*o); });
+      default: return false;
+    }
+  }
+
+  /// transpose(v, R): v as an [R, L/R] row-major tile, turned into its [L/R, R] transpose.
+  std::optional<Value> lowerTranspose(const Expr& e) {
+    auto v = vectorArg(e, 0);
+    if (!v) return std::nullopt;
+    if (v->type.elem == Dtype::Bool)
+      return error(e.operands[0]->loc, "transpose takes a float or integer vector, got " +
+                                           kir::typeName(v->type));
+    auto rows = countArg(e, 1);
+    if (!rows) return std::nullopt;
+    if (v->type.length % *rows != 0)
+      return error(e.operands[1]->loc, std::to_string(*rows) + " rows do not divide the length of " +
+                                           kir::typeName(v->type));
+    Value r = emitOp(OpCode::Transpose, v->type, {v->id}, e.loc);
+    kernel_.ops[r.id].ival = *rows;
+    return r;
   }
 
   /// repeat(v, k): element j of the result is v[j / k].
@@ -732,6 +782,7 @@ class Lowerer {
     op.type = {param.dtype, access->sliceLength};
     op.operands = std::move(access->indices);
     op.strides = std::move(access->strides);
+    op.slices = std::move(access->slices);
     op.param = *p;
     op.loc = e.loc;
     return emit(std::move(op));
@@ -779,6 +830,7 @@ class Lowerer {
     op.type = value->type;
     op.operands = std::move(access->indices);
     op.strides = std::move(access->strides);
+    op.slices = std::move(access->slices);
     op.value = value->id;
     op.param = *p;
     op.loc = stmt.loc;
@@ -797,17 +849,28 @@ class Lowerer {
     Access access;
     for (size_t i = 0; i < rank; ++i) {
       const Expr& index = *indices[i];
-      if (index.kind == ExprKind::Slice) {
-        if (access.sliceLength > 0) return error(index.loc, "at most one ':' per access");
-        auto length = sliceLength(p, i, index.loc);
-        if (!length) return std::nullopt;
-        access.sliceLength = *length;
-        access.indices.push_back(-1);
+      if (index.kind != ExprKind::Slice) {
+        auto v = lowerIndex(index, param.name);
+        if (!v) return std::nullopt;
+        access.indices.push_back(v->id);
+        access.slices.push_back(0);
         continue;
       }
-      auto v = lowerIndex(index, param.name);
-      if (!v) return std::nullopt;
-      access.indices.push_back(v->id);
+      std::optional<int64_t> length;
+      if (index.operands.empty()) {
+        length = sliceLength(p, i, index.loc);
+        access.indices.push_back(-1);
+      } else {
+        auto start = lowerIndex(*index.operands[0], param.name);
+        if (!start) return std::nullopt;
+        access.indices.push_back(start->id);
+        length = sliceRangeLength(*index.operands[1], p, i);
+      }
+      if (!length) return std::nullopt;
+      int64_t total = access.sliceLength == 0 ? 1 : access.sliceLength;
+      if (__builtin_mul_overflow(total, *length, &access.sliceLength))
+        return error(index.loc, "the slices of '" + param.name + "' hold more than 2^63 elements");
+      access.slices.push_back(*length);
     }
     auto strides = stridesOf(p);
     if (!strides) return std::nullopt;
@@ -832,26 +895,31 @@ class Lowerer {
   }
 
   /// The length of a ':' on dimension `dim` of tensor `p`: its size, which must be a
-  /// compile-time constant with stride 1 so the whole row is one contiguous vector.
+  /// compile-time constant. (Any stride: the GPU accesses a slice whose elements are not
+  /// contiguous element by element.)
   std::optional<int64_t> sliceLength(int p, size_t dim, const SourceLoc& loc) {
     const ast::ParamDecl& param = decl_.params[p];
     const kir::Dim& d = kernel_.params[p].dims[dim];
     if (d.constant < 0)
       return error(loc, "':' needs a compile-time size, but dimension '" + d.name + "' of '" +
                             param.name + "' is a runtime size");
-    if (!param.strides.empty()) {
-      const ast::SizeRef& s = param.strides[dim];
-      if (s.isName() || s.value != 1)
-        return error(loc, "':' needs stride 1, but dimension '" + d.name + "' of '" + param.name +
-                              "' has stride " + s.text());
-      return d.constant;
-    }
-    for (size_t i = dim + 1; i < param.dims.size(); ++i) {
-      if (kernel_.params[p].dims[i].constant != 1)
-        return error(loc, "':' needs stride 1, but dimension '" + d.name + "' of '" + param.name +
-                              "' is not its innermost dimension");
-    }
     return d.constant;
+  }
+
+  /// The n of `start : n` on dimension `dim` of tensor `p`: a positive compile-time size, no
+  /// larger than the dimension when that is a constant.
+  std::optional<int64_t> sliceRangeLength(const Expr& lengthExpr, int p, size_t dim) {
+    const ast::ParamDecl& param = decl_.params[p];
+    const kir::Dim& d = kernel_.params[p].dims[dim];
+    std::string why = "it uses a runtime value";
+    std::optional<int64_t> n;
+    if (usesOnlySizes(lengthExpr)) n = constantExprValue(lengthExpr, bindings_, why);
+    if (!n) return error(lengthExpr.loc, "a slice length must be a compile-time size: " + why);
+    if (*n < 1) return error(lengthExpr.loc, "a slice length must be at least 1, got " + std::to_string(*n));
+    if (d.constant >= 0 && *n > d.constant)
+      return error(lengthExpr.loc, "a slice of " + std::to_string(*n) + " elements exceeds dimension '" +
+                                       d.name + "' of '" + param.name + "' (" + std::to_string(d.constant) + ")");
+    return n;
   }
 
   // ---- strides ----

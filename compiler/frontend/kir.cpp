@@ -133,6 +133,8 @@ const char* opName(OpCode c) {
       return "MxEncode";
     case OpCode::Pack6:
       return "Pack6";
+    case OpCode::Transpose:
+      return "Transpose";
     case OpCode::Splat:
       return "Splat";
     case OpCode::VarInit:

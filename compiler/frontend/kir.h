@@ -71,9 +71,12 @@ enum class OpCode {
   DimArg,      // ival = index into Kernel::runtimeDims; type I64
   RowIndex,    // ival = index of the row variable (Kernel::rowVars); type I64
   // Memory.
-  Load,        // param = tensor param index; operands = one index value per dim, -1 for the ':'
-               // dim (then the result is a row vector of that dim's length); strides = one
-               // value id per dim (element strides). Result type: tensor dtype.
+  Load,        // param = tensor param index; operands = one index value per dim; slices = per
+               // dim 0 (a scalar index) or the length n of a slice: elements operands[i] ..
+               // +n, or 0 .. n when operands[i] == -1 (a whole ':' dim). The result is a scalar
+               // without slices, else a row vector of the slices' elements in row-major order
+               // (length = the product of the slice lengths). strides = one value id per dim
+               // (element strides). Result type: tensor dtype.
   Store,       // like Load, plus `value` = the value stored (already of the tensor's dtype).
                // No result.
   // Elementwise, scalar or vector (scalar operands broadcast over vector operands).
@@ -100,6 +103,9 @@ enum class OpCode {
                    //   the 6-bit code of each element under its block's scale.
   Pack6,           // operands[0] = codes (u8, length L, L % 4 == 0). Result u8, length 3L/4:
                    //   four codes per 3 bytes, LSB first: w = c0 | c1<<6 | c2<<12 | c3<<18.
+  Transpose,       // operands[0] = v (length L = R*W); ival = R. Result length L: v read as
+                   //   an [R, W] row-major tile, written as its [W, R] transpose (element
+                   //   w*R + r = v[r*W + w]). Tiles loaded through two slices become columns.
   Splat,           // operands[0] = a scalar. Result: a vector of `type.length` copies.
   // Mutable variables and counted loops. Structured: each ForBegin has exactly one later ForEnd,
   // the ops between them are its body, loops nest, and a value defined in a body is used only
@@ -128,6 +134,7 @@ struct Op {
   ValueType type;              // result type (unused for Store)
   std::vector<int> operands;   // value ids (= indices of earlier ops); -1 marks a ':' index
   std::vector<int> strides;    // Load/Store: one value id per tensor dim
+  std::vector<int64_t> slices; // Load/Store: one per tensor dim, 0 or a slice length (see Load)
   int value = -1;              // Store: value id stored
   int param = -1;              // Load/Store: tensor param; ScalarArg: scalar param
   double fval = 0;             // ConstFloat

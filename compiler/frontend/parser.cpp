@@ -325,7 +325,8 @@ class Parser {
     return require;
   }
 
-  /// row_block ::= 'row' ident (',' ident)* 'in' ident (',' ident)* '{' stmt* '}'
+  /// row_block ::= 'row' ident (',' ident)* 'in' extent (',' extent)* '{' stmt* '}'
+  /// extent ::= ident | integer | '(' expr ')'
   std::optional<ast::RowBlock> parseRowBlock() {
     auto rowTok = expect(TokenKind::KwRow, "to start the row block");
     if (!rowTok) return std::nullopt;
@@ -333,8 +334,7 @@ class Parser {
     row.loc = loc(*rowTok);
     if (!parseNameList(row.vars, "as a row variable") ||
         !expect(TokenKind::KwIn, "after the row variables") ||
-        !parseNameList(row.extents, "as a row extent") ||
-        !expect(TokenKind::LBrace, "to open the row block"))
+        !parseSizeList(row.extents, TokenKind::LBrace, "to open the row block", /*allowExpr=*/true))
       return std::nullopt;
     if (!parseStmtsUntilBrace(row.body)) return std::nullopt;
     return row;
@@ -433,7 +433,8 @@ class Parser {
     return stmt;
   }
 
-  /// index (',' index)* ']'   where   index ::= expr | ':'
+  /// index (',' index)* ']'   where   index ::= ':' | expr (':' expr)?
+  /// (`start : n` is the slice of n elements from start; a '?:' inside `start` takes its own ':')
   bool parseIndexList(std::vector<ExprPtr>& out) {
     do {
       if (at(TokenKind::Colon)) {
@@ -445,6 +446,18 @@ class Parser {
       }
       auto index = parseExpr();
       if (!index) return false;
+      if (at(TokenKind::Colon)) {
+        auto slice = std::make_unique<Expr>();
+        slice->kind = ExprKind::Slice;
+        slice->loc = loc(take());
+        auto length = parseExpr();
+        if (!length) return false;
+        slice->height = 1 + std::max((*index)->height, (*length)->height);
+        slice->operands.push_back(std::move(*index));
+        slice->operands.push_back(std::move(*length));
+        out.push_back(std::move(slice));
+        continue;
+      }
       out.push_back(std::move(*index));
     } while (consume(TokenKind::Comma));
     return expect(TokenKind::RBracket, "after the indices").has_value();

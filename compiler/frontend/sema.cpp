@@ -243,13 +243,23 @@ class KernelChecker {
     if (row.vars.size() != row.extents.size())
       error(row.loc, "'row' has " + std::to_string(row.vars.size()) + " variables but " +
                          std::to_string(row.extents.size()) + " extents");
-    for (const ast::NameDecl& extent : row.extents) {
+    for (const ast::SizeRef& extent : row.extents) {
+      if (extent.isExpr()) {
+        if (constraintType(*extent.expr, kDimExpr) == ConstraintType::Bool)
+          error(extent.loc, "a row extent expression must be an integer, such as '(C / W)'");
+        continue;
+      }
+      if (!extent.isName()) {
+        if (extent.value < 1) error(extent.loc, "a row extent must be at least 1");
+        continue;
+      }
       const Symbol* s = symbols_.find(extent.name);
       if (!s)
         error(extent.loc, "unknown dimension '" + extent.name + "'");
-      else if (s->kind != SymbolKind::RuntimeDim)
-        error(extent.loc, "rows range over runtime dimensions, but '" + extent.name + "' is a " +
-                              symbolKindName(s->kind));
+      else if (s->kind != SymbolKind::RuntimeDim && s->kind != SymbolKind::SpecializedDim &&
+               s->kind != SymbolKind::Tunable)
+        error(extent.loc, "rows range over runtime or specialized sizes, but '" + extent.name +
+                              "' is a " + symbolKindName(s->kind));
     }
     scopes_.emplace_back();
     checkStmts(row.body);
@@ -350,6 +360,12 @@ class KernelChecker {
       error(e.loc, "unknown function '" + e.name + "'");
     } else if (e.kind == ExprKind::Access) {
       checkTensorName(e.name, e.loc);
+    } else if (e.kind == ExprKind::Slice && !e.operands.empty()) {
+      // start : n -- the start is a row value, the length a compile-time size.
+      checkExpr(*e.operands[0]);
+      if (constraintType(*e.operands[1], kDimExpr) == ConstraintType::Bool)
+        error(e.operands[1]->loc, "a slice length must be an integer size, such as 'W' or '(W * 3 / 4)'");
+      return;
     }
     for (size_t i = 0; i < e.operands.size(); ++i) {
       std::optional<VariantKind> valueArg = builtin ? builtinValueArg(*builtin, i) : std::nullopt;

@@ -136,11 +136,13 @@ class Machine {
   Status execMxScale(size_t i);
   Status execMxEncode(size_t i);
   Status execPack6(size_t i);
+  Status execTranspose(size_t i);
   Status checkIntResult(size_t i);
 
-  /// Resolves the element offsets of a Load/Store: `base` plus `j * step` for j < count, after
-  /// checking every index against its dimension and the whole range against the extent.
-  Status address(size_t i, int64_t& base, int64_t& step, int64_t& count);
+  /// Resolves the element offsets of a Load/Store into offsets_ (one per element, the slices'
+  /// elements in row-major order), after checking every index and slice against its dimension
+  /// and every offset against the extent.
+  Status address(size_t i);
 
   Status opError(size_t i, const std::string& message) const;
   Status invalid(size_t i, const std::string& message) const {
@@ -163,6 +165,7 @@ class Machine {
   std::vector<Slot> slots_;
   std::vector<double> fpool_;
   std::vector<int64_t> ipool_;
+  std::vector<int64_t> offsets_, offsetScratch_;  // address(): the current access's offsets
   std::vector<double> scratch_[3];
   std::vector<std::vector<int64_t>> dimValues_;  // per param: each dim's size (tensors only)
   std::vector<std::vector<double>*> shadows_;    // per param: fp64 shadow or null
@@ -233,10 +236,12 @@ Status Machine::prepare() {
                          std::to_string(k_.rowVars.size()) + " row variables but " +
                          std::to_string(k_.rowDims.size()) + " row extents");
   }
-  for (int d : k_.rowDims) {
-    if (d < 0 || d >= static_cast<int>(k_.runtimeDims.size())) {
+  for (size_t v = 0; v < k_.rowDims.size(); ++v) {
+    const int d = k_.rowDims[v];
+    const bool constant = d == -1 && v < k_.rowConstExtents.size() && k_.rowConstExtents[v] > 0;
+    if (!constant && (d < 0 || d >= static_cast<int>(k_.runtimeDims.size()))) {
       return Status::error("kernel '" + k_.name + "': invalid KIR: row extent " +
-                           std::to_string(d) + " is not a runtime dim");
+                           std::to_string(d) + " is neither a runtime dim nor a constant");
     }
   }
 
@@ -417,23 +422,27 @@ Status Machine::validateOp(size_t i) {
       }
       const kir::Param& t = k_.params[op.param];
       const size_t rank = t.dims.size();
-      if (op.operands.size() != rank || op.strides.size() != rank) {
+      if (op.operands.size() != rank || op.strides.size() != rank || op.slices.size() != rank) {
         return invalid(i, "tensor '" + t.name + "' has rank " + std::to_string(rank) + ", but " +
-                              std::to_string(op.operands.size()) + " indices and " +
-                              std::to_string(op.strides.size()) + " strides are given");
+                              std::to_string(op.operands.size()) + " indices, " +
+                              std::to_string(op.strides.size()) + " strides and " +
+                              std::to_string(op.slices.size()) + " slice lengths are given");
       }
       int64_t accessLen = 0;
       for (size_t d = 0; d < rank; ++d) {
         RETURN_IF_ERROR(checkScalarInt(op.strides[d], "a stride"));
+        if (op.slices[d] < 0) return invalid(i, "negative slice length");
         if (op.operands[d] == -1) {
-          if (accessLen != 0) return invalid(i, "more than one ':' index");
-          if (t.dims[d].constant <= 0) {
+          if (op.slices[d] <= 0 || op.slices[d] != t.dims[d].constant) {
             return invalid(i, "':' over dim " + std::to_string(d) + " (" + t.dims[d].name +
-                                  ") of '" + t.name + "', which is not a positive constant");
+                                  ") of '" + t.name + "' needs the dim's constant size as its length");
           }
-          accessLen = t.dims[d].constant;
         } else {
           RETURN_IF_ERROR(checkScalarInt(op.operands[d], "an index"));
+        }
+        if (op.slices[d] > 0 &&
+            __builtin_mul_overflow(accessLen == 0 ? 1 : accessLen, op.slices[d], &accessLen)) {
+          return invalid(i, "slice lengths overflow");
         }
       }
       if (op.code == OpCode::Load) {
@@ -528,6 +537,7 @@ Status Machine::validateOp(size_t i) {
     case OpCode::MxScale:
     case OpCode::MxEncode:
     case OpCode::Pack6:
+    case OpCode::Transpose:
       RETURN_IF_ERROR(checkArity(op.code == OpCode::RotatePairs ? 3
                                  : op.code == OpCode::MxEncode  ? 2
                                                                 : 1));
@@ -743,6 +753,12 @@ Status Machine::validateRowBlock(size_t i) {
                     "a multiple of 4");
       }
       return expectResult(Dtype::U8, v.length / 4 * 3);
+    case OpCode::Transpose:
+      if (op.ival < 1 || v.length % op.ival != 0) {
+        return fail("ival " + std::to_string(op.ival) + " does not divide the length of " +
+                    kir::typeName(v));
+      }
+      return expectResult(v.elem, v.length);
     default:
       return fail("not a row-vector building block");
   }
@@ -752,7 +768,7 @@ Status Machine::runRows() {
   const size_t nVars = k_.rowVars.size();
   std::vector<int64_t> extent(nVars);
   for (size_t v = 0; v < nVars; ++v) {
-    extent[v] = args_.runtimeDims[k_.rowDims[v]];
+    extent[v] = k_.rowDims[v] < 0 ? k_.rowConstExtents[v] : args_.runtimeDims[k_.rowDims[v]];
     if (extent[v] <= 0) return Status::ok();  // no rows
   }
   inRow_ = true;
@@ -948,6 +964,8 @@ Status Machine::exec(size_t i) {
       return execMxEncode(i);
     case OpCode::Pack6:
       return execPack6(i);
+    case OpCode::Transpose:
+      return execTranspose(i);
     case OpCode::Splat: {
       const int64_t n = slots_[i].count();
       if (slots_[i].cls == Cls::Float) {
@@ -983,51 +1001,65 @@ std::string Machine::accessText(size_t i) const {
   std::string s = k_.params[op.param].name + "[";
   for (size_t d = 0; d < op.operands.size(); ++d) {
     if (d) s += ", ";
-    s += op.operands[d] < 0 ? std::string(":") : std::to_string(scalarInt(op.operands[d]));
+    if (op.operands[d] < 0) {
+      s += ":";
+      continue;
+    }
+    s += std::to_string(scalarInt(op.operands[d]));
+    if (op.slices[d] > 0) s += " : " + std::to_string(op.slices[d]);
   }
   return s + "]";
 }
 
-Status Machine::address(size_t i, int64_t& base, int64_t& step, int64_t& count) {
+Status Machine::address(size_t i) {
   const kir::Op& op = k_.ops[i];
   const kir::Param& t = k_.params[op.param];
   const TensorArg& arg = args_.tensors[op.param];
   const std::vector<int64_t>& dims = dimValues_[op.param];
   const char* verb = op.code == OpCode::Load ? "load from" : "store to";
-  base = 0;
-  step = 0;
-  count = 1;
-  for (size_t d = 0; d < op.operands.size(); ++d) {
-    const int64_t stride = scalarInt(op.strides[d]);
-    if (op.operands[d] < 0) {
-      step = stride;
-      count = dims[d];
-      continue;
-    }
-    const int64_t idx = scalarInt(op.operands[d]);
-    if (idx < 0 || idx >= dims[d]) {
-      return opError(i, std::string(verb) + " '" + t.name + "' out of bounds at " +
-                            accessText(i) + ": index " + std::to_string(idx) + " of dim " +
-                            std::to_string(d) + " (" + t.dims[d].name + ") is outside [0, " +
-                            std::to_string(dims[d]) + ")");
-    }
-    int64_t term = 0;
-    if (__builtin_mul_overflow(idx, stride, &term) || __builtin_add_overflow(base, term, &base)) {
-      return opError(i, std::string(verb) + " '" + t.name + "' at " + accessText(i) +
-                            ": linear offset overflows int64");
-    }
-  }
-  int64_t span = 0, last = 0;
-  if (__builtin_mul_overflow(count - 1, step, &span) ||
-      __builtin_add_overflow(base, span, &last)) {
+  auto overflow = [&] {
     return opError(i, std::string(verb) + " '" + t.name + "' at " + accessText(i) +
                           ": linear offset overflows int64");
+  };
+  // The scalar indices and slice starts give the base; each slice dim then multiplies the
+  // offsets so far by its elements, in row-major order.
+  int64_t base = 0;
+  for (size_t d = 0; d < op.operands.size(); ++d) {
+    const int64_t idx = op.operands[d] < 0 ? 0 : scalarInt(op.operands[d]);
+    const int64_t span = op.slices[d] > 0 ? op.slices[d] : 1;
+    if (idx < 0 || idx > dims[d] - span) {
+      std::string what = op.slices[d] > 0 ? "slice " + std::to_string(idx) + " : " + std::to_string(span)
+                                          : "index " + std::to_string(idx);
+      return opError(i, std::string(verb) + " '" + t.name + "' out of bounds at " +
+                            accessText(i) + ": " + what + " of dim " + std::to_string(d) + " (" +
+                            t.dims[d].name + ") is outside [0, " + std::to_string(dims[d]) + ")");
+    }
+    int64_t term = 0;
+    if (__builtin_mul_overflow(idx, scalarInt(op.strides[d]), &term) ||
+        __builtin_add_overflow(base, term, &base))
+      return overflow();
   }
-  const int64_t lo = std::min(base, last), hi = std::max(base, last);
-  if (lo < 0 || hi >= arg.extentElements) {
-    std::string range = count > 1 ? "linear offsets " + std::to_string(lo) + ".." +
-                                        std::to_string(hi)
-                                  : "linear offset " + std::to_string(lo);
+  offsets_.assign(1, base);
+  for (size_t d = 0; d < op.operands.size(); ++d) {
+    if (op.slices[d] == 0) continue;
+    const int64_t stride = scalarInt(op.strides[d]);
+    std::vector<int64_t>& next = offsetScratch_;
+    next.clear();
+    for (int64_t o : offsets_) {
+      for (int64_t j = 0; j < op.slices[d]; ++j) {
+        int64_t term = 0, at = 0;
+        if (__builtin_mul_overflow(j, stride, &term) || __builtin_add_overflow(o, term, &at))
+          return overflow();
+        next.push_back(at);
+      }
+    }
+    offsets_.swap(next);
+  }
+  const auto [lo, hi] = std::minmax_element(offsets_.begin(), offsets_.end());
+  if (*lo < 0 || *hi >= arg.extentElements) {
+    std::string range = offsets_.size() > 1 ? "linear offsets " + std::to_string(*lo) + ".." +
+                                                  std::to_string(*hi)
+                                            : "linear offset " + std::to_string(*lo);
     return opError(i, std::string(verb) + " '" + t.name + "' out of bounds at " +
                           accessText(i) + ": " + range + " outside the extent [0, " +
                           std::to_string(arg.extentElements) + ")");
@@ -1049,8 +1081,8 @@ void writeAt(unsigned char* data, int64_t offset, T v) {
 
 Status Machine::execLoad(size_t i) {
   const kir::Op& op = k_.ops[i];
-  int64_t base, step, count;
-  RETURN_IF_ERROR(address(i, base, step, count));
+  RETURN_IF_ERROR(address(i));
+  const int64_t count = static_cast<int64_t>(offsets_.size());
   const TensorArg& arg = args_.tensors[op.param];
   const auto* data = static_cast<const unsigned char*>(arg.data);
   const int id = static_cast<int>(i);
@@ -1059,14 +1091,14 @@ Status Machine::execLoad(size_t i) {
     switch (arg.dtype) {
       case Dtype::BF16:
         for (int64_t j = 0; j < count; ++j)
-          r[j] = bf16ToDouble(readAt<uint16_t>(data, base + j * step));
+          r[j] = bf16ToDouble(readAt<uint16_t>(data, offsets_[j]));
         break;
       case Dtype::F16:
         for (int64_t j = 0; j < count; ++j)
-          r[j] = f16ToDouble(readAt<uint16_t>(data, base + j * step));
+          r[j] = f16ToDouble(readAt<uint16_t>(data, offsets_[j]));
         break;
       case Dtype::F32:
-        for (int64_t j = 0; j < count; ++j) r[j] = readAt<float>(data, base + j * step);
+        for (int64_t j = 0; j < count; ++j) r[j] = readAt<float>(data, offsets_[j]);
         break;
       default:
         return opError(i, "float load from a non-float tensor");
@@ -1076,13 +1108,13 @@ Status Machine::execLoad(size_t i) {
   int64_t* r = iptr(id);
   switch (arg.dtype) {
     case Dtype::I32:
-      for (int64_t j = 0; j < count; ++j) r[j] = readAt<int32_t>(data, base + j * step);
+      for (int64_t j = 0; j < count; ++j) r[j] = readAt<int32_t>(data, offsets_[j]);
       break;
     case Dtype::I64:
-      for (int64_t j = 0; j < count; ++j) r[j] = readAt<int64_t>(data, base + j * step);
+      for (int64_t j = 0; j < count; ++j) r[j] = readAt<int64_t>(data, offsets_[j]);
       break;
     case Dtype::U8:
-      for (int64_t j = 0; j < count; ++j) r[j] = readAt<uint8_t>(data, base + j * step);
+      for (int64_t j = 0; j < count; ++j) r[j] = readAt<uint8_t>(data, offsets_[j]);
       break;
     default:
       return opError(i, "integer load from a non-integer tensor");
@@ -1092,8 +1124,8 @@ Status Machine::execLoad(size_t i) {
 
 Status Machine::execStore(size_t i) {
   const kir::Op& op = k_.ops[i];
-  int64_t base, step, count;
-  RETURN_IF_ERROR(address(i, base, step, count));
+  RETURN_IF_ERROR(address(i));
+  const int64_t count = static_cast<int64_t>(offsets_.size());
   const TensorArg& arg = args_.tensors[op.param];
   auto* data = static_cast<unsigned char*>(arg.data);
   const Slot& vs = slots_[op.value];
@@ -1101,7 +1133,7 @@ Status Machine::execStore(size_t i) {
   const std::string& name = k_.params[op.param].name;
 
   if (std::vector<double>* shadow = shadows_[op.param]) {
-    const int64_t hi = std::max(base, base + (count - 1) * step);
+    const int64_t hi = *std::max_element(offsets_.begin(), offsets_.end());
     if (hi >= static_cast<int64_t>(shadow->size())) {
       return opError(i, "store to '" + name + "' at " + accessText(i) + " writes linear offset " +
                             std::to_string(hi) + ", beyond its fp64 shadow of " +
@@ -1110,10 +1142,10 @@ Status Machine::execStore(size_t i) {
     double* out = shadow->data();
     if (vs.cls == Cls::Float) {
       const double* v = fptr(op.value);
-      for (int64_t j = 0; j < count; ++j) out[base + j * step] = v[j * vstep];
+      for (int64_t j = 0; j < count; ++j) out[offsets_[j]] = v[j * vstep];
     } else {
       const int64_t* v = iptr(op.value);
-      for (int64_t j = 0; j < count; ++j) out[base + j * step] = static_cast<double>(v[j * vstep]);
+      for (int64_t j = 0; j < count; ++j) out[offsets_[j]] = static_cast<double>(v[j * vstep]);
     }
   }
 
@@ -1122,15 +1154,15 @@ Status Machine::execStore(size_t i) {
     switch (arg.dtype) {
       case Dtype::BF16:
         for (int64_t j = 0; j < count; ++j)
-          writeAt<uint16_t>(data, base + j * step, doubleToBf16(v.p[j * v.step]));
+          writeAt<uint16_t>(data, offsets_[j], doubleToBf16(v.p[j * v.step]));
         break;
       case Dtype::F16:
         for (int64_t j = 0; j < count; ++j)
-          writeAt<uint16_t>(data, base + j * step, doubleToF16(v.p[j * v.step]));
+          writeAt<uint16_t>(data, offsets_[j], doubleToF16(v.p[j * v.step]));
         break;
       default:
         for (int64_t j = 0; j < count; ++j)
-          writeAt<float>(data, base + j * step, static_cast<float>(v.p[j * v.step]));
+          writeAt<float>(data, offsets_[j], static_cast<float>(v.p[j * v.step]));
         break;
     }
     return Status::ok();
@@ -1154,9 +1186,9 @@ Status Machine::execStore(size_t i) {
     }
     if (!intFits(x, arg.dtype)) return badValue(j, std::to_string(x));
     switch (arg.dtype) {
-      case Dtype::I32: writeAt<int32_t>(data, base + j * step, static_cast<int32_t>(x)); break;
-      case Dtype::I64: writeAt<int64_t>(data, base + j * step, x); break;
-      default: writeAt<uint8_t>(data, base + j * step, static_cast<uint8_t>(x)); break;
+      case Dtype::I32: writeAt<int32_t>(data, offsets_[j], static_cast<int32_t>(x)); break;
+      case Dtype::I64: writeAt<int64_t>(data, offsets_[j], x); break;
+      default: writeAt<uint8_t>(data, offsets_[j], static_cast<uint8_t>(x)); break;
     }
   }
   return Status::ok();
@@ -1504,6 +1536,24 @@ Status Machine::execMxEncode(size_t i) {
     r[j] = mx::encodeBf16Element(doubleToBf16(v[j]),
                                  static_cast<uint8_t>(scales[j / mx::kBlockSize]), format);
   }
+  return Status::ok();
+}
+
+Status Machine::execTranspose(size_t i) {
+  const kir::Op& op = k_.ops[i];
+  const int64_t n = slots_[i].count(), rows = op.ival, cols = n / rows;
+  const int id = static_cast<int>(i);
+  // Element w*rows + r of the result is element r*cols + w of the operand.
+  auto source = [&](int64_t j) { return (j % rows) * cols + j / rows; };
+  if (slots_[i].cls == Cls::Float) {
+    const double* v = fptr(op.operands[0]);
+    double* r = fptr(id);
+    for (int64_t j = 0; j < n; ++j) r[j] = v[source(j)];
+    return Status::ok();
+  }
+  const int64_t* v = iptr(op.operands[0]);
+  int64_t* r = iptr(id);
+  for (int64_t j = 0; j < n; ++j) r[j] = v[source(j)];
   return Status::ok();
 }
 

@@ -156,7 +156,7 @@ TEST(Loops, ZerosAndSplat) {
 
   EXPECT_EQ(instantiateErrors(tunedKernel("a = zeros(n)")),
             "t.mxk:6:15: error: the first argument of zeros must be a positive integer constant: "
-            "a literal, a specialized size or a tunable\n");
+            "a literal, a specialized size, a tunable or an expression over them\n");
   EXPECT_EQ(instantiateErrors(tunedKernel("a = zeros(K)"), {{"K", 0}}),
             "t.mxk:6:15: error: the first argument of zeros must be at least 1, got 0\n");
   EXPECT_EQ(instantiateErrors(tunedKernel("a = zeros(D, D)")),

@@ -16,7 +16,8 @@ TEST(ModuleChecks, DuplicateNames) {
   EXPECT_EQ(
       parseErrors("kernel k(x: f32[n], n: i32) { row t in n { } }"),
       "t.mxk:1:17: error: 'n' is already declared as a scalar parameter\n"
-      "t.mxk:1:40: error: rows range over runtime dimensions, but 'n' is a scalar parameter\n");
+      "t.mxk:1:40: error: rows range over runtime or specialized sizes, but 'n' is a scalar "
+            "parameter\n");
   EXPECT_EQ(parseErrors("kernel k(x: f32[T], n: i32) tune n in {1} { row t in T { } }"),
             "t.mxk:1:34: error: 'n' is already declared as a scalar parameter\n");
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) { row x in T { } }"),
@@ -63,8 +64,8 @@ TEST(ModuleChecks, SpecializationsAndTunables) {
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) tune ROWS in {0, 1} { row t in T { } }"),
             "t.mxk:1:26: error: candidates of 'ROWS' must be at least 1\n");
   EXPECT_EQ(
-      parseErrors("kernel k(x: f32[T, D]) specialize D tune U in {0, 1} { row t in D { } }"),
-      "t.mxk:1:65: error: rows range over runtime dimensions, but 'D' is a specialized size\n");
+      parseErrors("kernel k(x: f32[T, D]) specialize D tune U in {0, 1} { row t in (D > 1) { } }"),
+      "t.mxk:1:65: error: a row extent expression must be an integer, such as '(C / W)'\n");
 }
 
 TEST(ModuleChecks, Constraints) {

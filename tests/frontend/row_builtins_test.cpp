@@ -179,13 +179,15 @@ TEST(RowBuiltins, VectorArguments) {
 TEST(RowBuiltins, Counts) {
   EXPECT_EQ(errors("v = repeat(w[t, :], n)"),
             "t.mxk:9:25: error: the second argument of repeat must be a positive integer "
-            "constant: a literal, a specialized size or a tunable\n");
+            "constant: a literal, a specialized size, a tunable or an expression over them\n");
   EXPECT_EQ(errors("v = repeat(w[t, :], 2.0)"),
             "t.mxk:9:25: error: the second argument of repeat must be a positive integer "
-            "constant: a literal, a specialized size or a tunable\n");
-  EXPECT_EQ(errors("v = repeat(w[t, :], 1 + 1)"),
+            "constant: a literal, a specialized size, a tunable or an expression over them\n");
+  // An expression over constants is a constant; one over a row value is not.
+  EXPECT_EQ(errors("v = repeat(w[t, :], 1 + 1)"), "");
+  EXPECT_EQ(errors("v = repeat(w[t, :], t + 1)"),
             "t.mxk:9:27: error: the second argument of repeat must be a positive integer "
-            "constant: a literal, a specialized size or a tunable\n");
+            "constant: a literal, a specialized size, a tunable or an expression over them\n");
   EXPECT_EQ(errors("v = repeat(w[t, :], 0)"),
             "t.mxk:9:25: error: the second argument of repeat must be at least 1, got 0\n");
   EXPECT_EQ(errors("v = group_sum(w[t, :], -2)"),

@@ -186,19 +186,40 @@ TEST(Typing, LoadsAndStores) {
 }
 
 TEST(Typing, SliceRules) {
+  // Several slices read a row-major tile.
   EXPECT_EQ(instantiateErrors("kernel k(m: f32[T, 4, 1], o: out f32[T]) {\n  row t in T {\n"
                               "    o[t] = sum(m[t, :, :])\n  }\n}\n"),
-            "t.mxk:3:24: error: at most one ':' per access\n");
+            "");
   EXPECT_EQ(instantiateErrors("kernel k(a: f32[T, 8], o: out f32[T, 4]) {\n  row t in T {\n"
                               "    o[t, :] = a[t, :]\n  }\n}\n"),
             "t.mxk:3:5: error: length mismatch: storing 8 elements into a slice of 4\n");
+  // A slice may have any stride (the GPU then accesses it element by element).
   EXPECT_EQ(instantiateErrors("kernel k(q: f32[T, 8] strides(s, s), s: i64, o: out f32[T]) {\n"
                               "  row t in T {\n    o[t] = sum(q[t, :])\n  }\n}\n"),
-            "t.mxk:3:21: error: ':' needs stride 1, but dimension '8' of 'q' has stride s\n");
-  EXPECT_EQ(instantiateErrors("kernel k(q: f32[T, 8, 2], o: out f32[T]) {\n"
+            "");
+  EXPECT_EQ(instantiateErrors("kernel k(q: f32[T, 8], o: out f32[T]) {\n"
                               "  row t in T {\n    o[t] = sum(q[t, :, 0])\n  }\n}\n"),
-            "t.mxk:3:21: error: ':' needs stride 1, but dimension '8' of 'q' is not its innermost "
-            "dimension\n");
+            "t.mxk:3:16: error: tensor 'q' has rank 2 but is indexed with 3 indices\n");
+  // start : n
+  const char* range = "kernel k(q: f32[T, 8], o: out f32[T, 4], n: i64) {\n  row t in T {\n    o[t, :] = q[t, %s]\n  }\n}\n";
+  auto withRange = [&](const char* index) {
+    char text[256];
+    std::snprintf(text, sizeof text, range, index);
+    return instantiateErrors(text);
+  };
+  EXPECT_EQ(withRange("2 : 4"), "");
+  EXPECT_EQ(withRange("t % 2 == 0 ? 0 : 4 : 4"), "");
+  char parsed[256];
+  std::snprintf(parsed, sizeof parsed, range, "0 : n");
+  EXPECT_EQ(test::parseErrors(parsed),
+            "t.mxk:3:24: error: 'n' is a scalar parameter; dimension expressions use only specialized "
+            "sizes and tunables\n");
+  EXPECT_EQ(withRange("0 : 9"),
+            "t.mxk:3:24: error: a slice of 9 elements exceeds dimension '8' of 'q' (8)\n");
+  EXPECT_EQ(withRange("0 : 0"),
+            "t.mxk:3:24: error: a slice length must be at least 1, got 0\n");
+  EXPECT_EQ(withRange("0 : 2"),
+            "t.mxk:3:5: error: length mismatch: storing 2 elements into a slice of 4\n");
 }
 
 TEST(Strides, RowMajorWithARuntimeInnerSizeIsComputedOnce) {

@@ -420,7 +420,7 @@ TEST(Interpreter, MalformedKirIsAnErrorNotACrash) {
   k.ops.back().strides.pop_back();
   st = run(k, args);
   ASSERT_FALSE(st.isOk());
-  EXPECT_THAT(st.message(), HasSubstr("tensor 'y' has rank 2, but 2 indices and 1 strides"));
+  EXPECT_THAT(st.message(), HasSubstr("tensor 'y' has rank 2, but 2 indices, 1 strides and 2 slice lengths"));
 }
 
 }  // namespace

@@ -112,6 +112,7 @@ class KirBuilder {
       if (indices[d] == kColon && d < p.dims.size()) len = p.dims[d].constant;
     kir::Op op = make(OpCode::Load, {p.dtype, len});
     op.param = param;
+    op.slices = colonSlices(param, indices);
     op.operands = std::move(indices);
     op.strides = std::move(strides);
     return push(op);
@@ -119,10 +120,20 @@ class KirBuilder {
   void store(int param, std::vector<int> indices, std::vector<int> strides, int value) {
     kir::Op op = make(OpCode::Store, {});
     op.param = param;
+    op.slices = colonSlices(param, indices);
     op.operands = std::move(indices);
     op.strides = std::move(strides);
     op.value = value;
     push(op);
+  }
+  /// Per dim: the dim's size under a kColon, else 0 (a scalar index).
+  std::vector<int64_t> colonSlices(int param, const std::vector<int>& indices) const {
+    std::vector<int64_t> slices;
+    for (size_t d = 0; d < indices.size(); ++d)
+      slices.push_back(indices[d] == kColon && d < k_.params[param].dims.size()
+                           ? k_.params[param].dims[d].constant
+                           : 0);
+    return slices;
   }
   /// Elementwise op; the result length is the longest operand's.
   int op(OpCode code, std::vector<int> operands, Dtype resultElem) {
