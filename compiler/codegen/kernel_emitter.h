@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "compiler/codegen/mlir_gen.h"
@@ -112,8 +113,26 @@ class KernelEmitter {
   /// Four 6-bit codes per 3 bytes, LSB first (integer path).
   Value packCodes(Value codes);
 
-  /// Element offset Σ index_i * stride_i over the dims that are not the ':' slice.
+  /// Element offset Σ index_i * stride_i over the scalar indices and slice starts.
   Value scalarOffset(const kir::Op& op);
+  // tile_ops.cpp
+  /// The last dim of `op` that is a slice, or -1.
+  int innermostSlice(const kir::Op& op) const;
+  /// Whether each thread's elements of a chunk of the access are contiguous in memory.
+  bool isContiguousChunk(const kir::Op& op, const Layout& l) const;
+  /// Offset of slice element `element` (row-major over the slices) from the access's base.
+  Value sliceOffset(const kir::Op& op, Value element);
+  /// A number the integer value `id` is known to be a multiple of (1 when unknown).
+  int64_t indexMultiple(int id) const;
+  /// The value of `id` when it is integer arithmetic over constants.
+  std::optional<int64_t> constantValue(int id) const;
+  /// A slice access whose chunks are not contiguous: one access per element.
+  LogicalResult emitElementwiseAccess(const kir::Op& op, int id);
+  int64_t transposePitch(const kir::Op& op) const;
+  MemRefType transposeBufferType(const kir::Op& op);
+  LogicalResult emitTranspose(const kir::Op& op, int id);
+  /// Extent of row variable v: a runtime size argument or a constant.
+  Value rowExtent(size_t v);
   /// Alignment in bytes of every chunk access of `op` (slice accesses only).
   int64_t chunkAlignment(const kir::Op& op);
   /// Elements the stride value `id` is a multiple of; a stride parameter is assumed (and with
@@ -140,6 +159,7 @@ class KernelEmitter {
   std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
   std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
   Value sharedBuf_;
+  std::map<int, Value> transposeBuffers_;  // Transpose op id -> its shared buffer
   Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
   std::vector<RegValue> values_;
   std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)

@@ -99,6 +99,12 @@ LogicalResult KernelEmitter::checkSchedule() {
   }
   for (const kir::Op& op : k_.ops)
     if (failed(checkBuildingBlock(op))) return failure();
+  for (const kir::Op& op : k_.ops) {
+    if (op.code == OpCode::Transpose && layoutFor(op.type.length).replicas > 1) {
+      error(op) << "transpose needs at least one element per thread (THREADS=" << threads_ << ", VEC=" << vec_ << ")";
+      return failure();
+    }
+  }
   int loopDepth = 0;
   for (const kir::Op& op : k_.ops) {
     loopDepth += op.code == OpCode::ForBegin ? 1 : op.code == OpCode::ForEnd ? -1 : 0;
@@ -176,6 +182,11 @@ std::vector<int> KernelEmitter::emissionOrder() const {
   return order;
 }
 
+Value KernelEmitter::rowExtent(size_t v) {
+  if (k_.rowDims[v] < 0) return constI64(k_.rowConstExtents[v]);
+  return runtimeDimArgs_[k_.rowDims[v]];
+}
+
 Value KernelEmitter::toI64(Value v) {
   if (v.getType().isInteger(64)) return v;
   return arith::ExtSIOp::create(b_, b_.getI64Type(), v);
@@ -191,7 +202,7 @@ void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
   Value row = arith::AddIOp::create(b_, arith::MulIOp::create(b_, bid, constI64(rows_)), rowInBlock_);
 
   Value numRows = constI64(1);
-  for (int d : k_.rowDims) numRows = arith::MulIOp::create(b_, numRows, runtimeDimArgs_[d]);
+  for (size_t v = 0; v < k_.rowDims.size(); ++v) numRows = arith::MulIOp::create(b_, numRows, rowExtent(v));
   rowValid_ = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, row, numRows);
   Value last = arith::SubIOp::create(b_, numRows, constI64(1));
   row_ = arith::SelectOp::create(b_, rowValid_, row, last);
@@ -227,16 +238,25 @@ int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
   const kir::Param& p = k_.params[op.param];
   int64_t bytes = kir::dtypeBytes(p.dtype);
   int64_t length = op.code == OpCode::Store ? k_.ops[op.value].type.length : op.type.length;
+  if (!isContiguousChunk(op, layoutFor(length))) return bytes;
   int64_t chunkBytes = layoutFor(length).perThread * bytes;
+  int innermost = innermostSlice(op);
   // The largest power of two dividing the chunk size: 16-byte chunks are 16-byte aligned, the
   // 6 bytes of 8 packed codes only 2-byte aligned.
   int64_t align = std::min<int64_t>(chunkBytes & -chunkBytes, kMaxAccessBytes);
   // A chunk starts at base + Σ index_i*stride_i + a multiple of E. Strides known to be multiples
   // of the access keep the alignment; others lower it; stride parameters are required to be
   // multiples (recorded in the launch metadata, checked by the runtime before every launch).
+  // The innermost slice has stride 1: its start moves the chunk by the start itself. Every other
+  // index, start or slice digit moves it by a multiple of its stride.
   for (bool record : {false, true}) {
     for (size_t i = 0; i < op.operands.size(); ++i) {
-      if (op.operands[i] < 0) continue;
+      if (int(i) == innermost) {
+        int64_t startBytes = op.operands[i] < 0 ? chunkBytes : indexMultiple(op.operands[i]) * bytes;
+        while (!record && align > bytes && startBytes % align != 0) align /= 2;
+        continue;
+      }
+      if (op.operands[i] < 0 && op.slices[i] == 0) continue;
       int64_t strideBytes = strideMultiple(op.strides[i], align / bytes, record) * bytes;
       while (!record && align > bytes && strideBytes % align != 0) align /= 2;
     }
@@ -265,9 +285,10 @@ LogicalResult KernelEmitter::emitLoad(const kir::Op& op, int id) {
     return success();
   }
   Layout l = layoutFor(op.type.length);
+  if (!isContiguousChunk(op, l)) return emitElementwiseAccess(op, id);
   int64_t align = chunkAlignment(op);
   for (int64_t c = 0; c < chunks_; ++c) {
-    Value off = arith::AddIOp::create(b_, base, chunkElementBase(l, c));
+    Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(l, c)));
     Value ptr = elementPointer(op.param, p.dtype, off);
     out.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(p.dtype, l.perThread), ptr, align));
   }
@@ -296,9 +317,10 @@ LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
     LLVM::StoreOp::create(b_, v.scalar, ptr, kir::dtypeBytes(p.dtype));
     return success();
   }
+  if (!isContiguousChunk(op, l)) return emitElementwiseAccess(op, -1);
   int64_t align = chunkAlignment(op);
   for (int64_t c = 0; c < chunks_; ++c) {
-    Value off = arith::AddIOp::create(b_, base, chunkElementBase(l, c));
+    Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(l, c)));
     LLVM::StoreOp::create(b_, v.chunks[c], elementPointer(op.param, p.dtype, off), align);
   }
   return success();
@@ -553,9 +575,8 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
     case OpCode::RowIndex: {
       // Row variables are the digits of the flat row index, the last one fastest.
       Value r = row_;
-      for (int v = int(k_.rowVars.size()) - 1; v > op.ival; --v)
-        r = arith::DivUIOp::create(b_, r, runtimeDimArgs_[k_.rowDims[v]]);
-      if (op.ival > 0) r = arith::RemUIOp::create(b_, r, runtimeDimArgs_[k_.rowDims[op.ival]]);
+      for (int v = int(k_.rowVars.size()) - 1; v > op.ival; --v) r = arith::DivUIOp::create(b_, r, rowExtent(v));
+      if (op.ival > 0) r = arith::RemUIOp::create(b_, r, rowExtent(op.ival));
       out.scalar = r;
       return success();
     }
@@ -569,6 +590,7 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
     case OpCode::MxScale: return emitMxScale(op, id);
     case OpCode::MxEncode: return emitMxEncode(op, id);
     case OpCode::Pack6: return emitPack6(op, id);
+    case OpCode::Transpose: return emitTranspose(op, id);
     case OpCode::Splat: {
       Layout l = layoutFor(op.type.length);
       Type chunk = chunkType(op.type.elem, l.perThread);
@@ -610,6 +632,15 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   if (needsShared_)
     workgroup.push_back(MemRefType::get({sharedFloats}, b_.getF32Type(), AffineMap(),
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
+  std::vector<int> transposes;
+  int64_t sharedBytes = needsShared_ ? sharedFloats * 4 : 0;
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    if (k_.ops[i].code != OpCode::Transpose) continue;
+    transposes.push_back(int(i));
+    MemRefType t = transposeBufferType(k_.ops[i]);
+    workgroup.push_back(t);
+    sharedBytes += t.getNumElements() * kir::dtypeBytes(k_.ops[i].type.elem);
+  }
   auto func = gpu::GPUFuncOp::create(b_, entryName(k_), b_.getFunctionType(argTypes, {}), workgroup, TypeRange{});
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   int blockThreads = int(rows_ * threads_);
@@ -623,7 +654,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     else runtimeDimArgs_[abi[i].runtimeDim] = entry.getArgument(i);
   }
   for (int d : k_.rowDims) {
-    if (!runtimeDimArgs_[d]) {
+    if (d >= 0 && !runtimeDimArgs_[d]) {
       emitError(kernelLoc) << "row extent '" << k_.runtimeDims[d] << "' is not a kernel argument";
       return nullptr;
     }
@@ -632,6 +663,8 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   b_.setInsertionPointToStart(&entry);
   entryBlock_ = &entry;
   emitPrologue(func);
+  for (size_t t = 0; t < transposes.size(); ++t)
+    transposeBuffers_[transposes[t]] = func.getWorkgroupAttributions()[t + (needsShared_ ? 1 : 0)];
   values_.assign(k_.ops.size(), RegValue());
   int64_t pointerAlignment = 1;
   for (int i : emissionOrder())
@@ -647,7 +680,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   if (failed(verify(*module))) return nullptr;
   shape.blockThreads = blockThreads;
   shape.rowsPerProgram = int(rows_);
-  shape.sharedBytes = needsShared_ ? sharedFloats * 4 : 0;
+  shape.sharedBytes = int(sharedBytes);
   shape.pointerAlignment = int(pointerAlignment);
   shape.strideMultiples = strideMultiples_;
   return module;

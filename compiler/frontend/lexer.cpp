@@ -21,7 +21,6 @@ std::optional<TokenKind> keyword(std::string_view s) {
       {"require", TokenKind::KwRequire},
       {"variant", TokenKind::KwVariant},
       {"strides", TokenKind::KwStrides},
-      {"tile", TokenKind::KwTile},
       {"var", TokenKind::KwVar},
       {"for", TokenKind::KwFor},
       {"step", TokenKind::KwStep},
@@ -221,8 +220,6 @@ std::string tokenKindName(TokenKind kind) {
       return "'variant'";
     case TokenKind::KwStrides:
       return "'strides'";
-    case TokenKind::KwTile:
-      return "'tile'";
     case TokenKind::KwVar:
       return "'var'";
     case TokenKind::KwFor:

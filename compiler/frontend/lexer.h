@@ -18,7 +18,7 @@ enum class TokenKind {
   Int,
   Float,
   String,
-  // Keywords. `tile` is reserved for column tiles.
+  // Keywords.
   KwKernel,
   KwRow,
   KwIn,
@@ -28,7 +28,6 @@ enum class TokenKind {
   KwRequire,
   KwVariant,
   KwStrides,
-  KwTile,
   KwVar,
   KwFor,
   KwStep,

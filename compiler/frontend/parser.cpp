@@ -118,7 +118,6 @@ class Parser {
       if (!parseClause(kernel)) return std::nullopt;
     }
     if (!expect(TokenKind::LBrace, "to open the kernel body")) return std::nullopt;
-    if (at(TokenKind::KwTile)) return fail(cur(), "'tile' blocks are not yet supported");
     auto row = parseRowBlock();
     if (!row) return std::nullopt;
     kernel.row = std::move(*row);

@@ -24,8 +24,8 @@ TEST(Diagnostics, SyntaxErrorPointsAtTheUnexpectedToken) {
             "t.mxk:2:17: error: comparisons do not chain; use '&&' or parentheses\n");
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) require 1 == 1 : \"oops\n{ row t in T { } }"),
             "t.mxk:1:38: error: unterminated string\n");
-  EXPECT_EQ(parseErrors("kernel k(x: f32[T]) { tile t in T { } }"),
-            "t.mxk:1:23: error: 'tile' blocks are not yet supported\n");
+  EXPECT_EQ(parseErrors("kernel k(x: f32[T]) { rows t in T { } }"),
+            "t.mxk:1:23: error: expected 'row' to start the row block, found identifier 'rows'\n");
 }
 
 TEST(Diagnostics, UnknownIdentifier) {

@@ -1,0 +1,175 @@
+// Tiles: accesses through several slices (or one strided slice) and transpose.
+//
+// A slice access reads or writes the row-major elements of its slices: element j of the value
+// has one digit per slice dim (the last slice fastest) and sits at
+//   base + Σ digit_d * stride_d,    base = Σ index_d * stride_d over scalar indices and starts.
+// A thread's E elements of a chunk are one vector access when they are contiguous in memory:
+// the innermost slice has stride 1 and E divides its length, so the E elements never cross a
+// tile row. Otherwise each element is accessed on its own (correct for any stride, slower).
+//
+// transpose(v, R) moves data between threads through shared memory: every thread writes its
+// elements of the [R, W] tile to its program row's buffer, a barrier, then every thread reads the
+// elements of the [W, R] transpose it holds. The buffer's rows are padded by one 32-bit word so
+// the column reads of neighbouring lanes fall into different banks; the writes are then only
+// 4-byte aligned, which still packs two bf16 (or four u8) per store.
+
+#include "compiler/codegen/kernel_emitter.h"
+
+#include <numeric>
+#include <optional>
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace mxfp6::codegen::detail {
+
+int KernelEmitter::innermostSlice(const kir::Op& op) const {
+  for (int d = int(op.slices.size()) - 1; d >= 0; --d)
+    if (op.slices[d] > 0) return d;
+  return -1;
+}
+
+bool KernelEmitter::isContiguousChunk(const kir::Op& op, const Layout& l) const {
+  int d = innermostSlice(op);
+  if (d < 0 || l.replicas > 1) return false;
+  const kir::Op& stride = k_.ops[op.strides[d]];
+  return stride.code == OpCode::ConstInt && stride.ival == 1 && op.slices[d] % l.perThread == 0;
+}
+
+Value KernelEmitter::sliceOffset(const kir::Op& op, Value element) {
+  Value offset = constI64(0), rest = element;
+  int outermost = -1;
+  for (size_t d = 0; d < op.slices.size(); ++d)
+    if (op.slices[d] > 0 && outermost < 0) outermost = int(d);
+  for (int d = int(op.slices.size()) - 1; d >= 0; --d) {
+    if (op.slices[d] == 0) continue;
+    Value digit = d == outermost ? rest : Value(arith::RemUIOp::create(b_, rest, constI64(op.slices[d])));
+    if (d != outermost) rest = arith::DivUIOp::create(b_, rest, constI64(op.slices[d]));
+    Value stride = toI64(values_[op.strides[d]].scalar);
+    offset = arith::AddIOp::create(b_, offset, arith::MulIOp::create(b_, digit, stride));
+  }
+  return offset;
+}
+
+std::optional<int64_t> KernelEmitter::constantValue(int id) const {
+  const kir::Op& v = k_.ops[id];
+  auto both = [&](auto f) -> std::optional<int64_t> {
+    auto a = constantValue(v.operands[0]), b = constantValue(v.operands[1]);
+    if (!a || !b) return std::nullopt;
+    return f(*a, *b);
+  };
+  switch (v.code) {
+    case OpCode::ConstInt: return v.ival;
+    case OpCode::Cast: return kir::isInt(v.type.elem) ? constantValue(v.operands[0]) : std::nullopt;
+    case OpCode::Mul: return both([](int64_t a, int64_t b) { return a * b; });
+    case OpCode::Add: return both([](int64_t a, int64_t b) { return a + b; });
+    case OpCode::Sub: return both([](int64_t a, int64_t b) { return a - b; });
+    case OpCode::Div:
+      return both([](int64_t a, int64_t b) -> std::optional<int64_t> {
+        if (b == 0) return std::nullopt;
+        return a / b;
+      });
+    default: return std::nullopt;
+  }
+}
+
+int64_t KernelEmitter::indexMultiple(int id) const {
+  constexpr int64_t kAny = int64_t(1) << 40;  // zero is a multiple of everything
+  if (auto c = constantValue(id)) return *c == 0 ? kAny : (*c < 0 ? -*c : *c);
+  const kir::Op& v = k_.ops[id];
+  switch (v.code) {
+    case OpCode::Cast: return indexMultiple(v.operands[0]);
+    case OpCode::Mul: return std::min(kAny, indexMultiple(v.operands[0]) * indexMultiple(v.operands[1]));
+    case OpCode::Add: case OpCode::Sub: return std::gcd(indexMultiple(v.operands[0]), indexMultiple(v.operands[1]));
+    default: return 1;
+  }
+}
+
+LogicalResult KernelEmitter::emitElementwiseAccess(const kir::Op& op, int id) {
+  const kir::Param& p = k_.params[op.param];
+  bool isLoad = op.code == OpCode::Load;
+  int64_t length = isLoad ? op.type.length : k_.ops[op.value].type.length;
+  Layout l = layoutFor(length);
+  Value base = scalarOffset(op);
+  Type elem = scalarType(&ctx_, p.dtype);
+  int64_t bytes = kir::dtypeBytes(p.dtype);
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Value first = chunkElementBase(l, c);
+    Value chunk = isLoad ? splat(chunkType(p.dtype, l.perThread), cast<TypedAttr>(b_.getZeroAttr(elem)))
+                         : values_[op.value].chunks[c];
+    for (int64_t e = 0; e < l.perThread; ++e) {
+      Value j = arith::AddIOp::create(b_, first, constI64(e));
+      Value ptr = elementPointer(op.param, p.dtype, arith::AddIOp::create(b_, base, sliceOffset(op, j)));
+      if (isLoad) {
+        Value x = LLVM::LoadOp::create(b_, elem, ptr, bytes);
+        chunk = vector::InsertOp::create(b_, x, chunk, ArrayRef<int64_t>{e});
+      } else {
+        Value x = vector::ExtractOp::create(b_, chunk, ArrayRef<int64_t>{e});
+        LLVM::StoreOp::create(b_, x, ptr, bytes);
+      }
+    }
+    if (isLoad) values_[id].chunks.push_back(chunk);
+  }
+  return success();
+}
+
+int64_t KernelEmitter::transposePitch(const kir::Op& op) const {
+  int64_t cols = op.type.length / op.ival;
+  int64_t bytes = kir::dtypeBytes(op.type.elem);
+  return cols + std::max<int64_t>(1, 4 / bytes);
+}
+
+MemRefType KernelEmitter::transposeBufferType(const kir::Op& op) {
+  int64_t elements = rows_ * op.ival * transposePitch(op);
+  return MemRefType::get({elements}, scalarType(&ctx_, op.type.elem), AffineMap(),
+                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup));
+}
+
+LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
+  const RegValue& in = values_[op.operands[0]];
+  Layout l = layoutFor(op.type.length);
+  int64_t rows = op.ival, cols = op.type.length / rows, pitch = transposePitch(op);
+  Value buffer = transposeBuffers_.at(id);
+  Value rowBase = arith::MulIOp::create(b_, rowInBlock_, constI64(rows * pitch));
+  auto index = [&](Value v) { return arith::IndexCastOp::create(b_, b_.getIndexType(), v); };
+  // Tile element j = (r, w) lives at r*pitch + w.
+  auto slot = [&](Value r, Value w) {
+    return arith::AddIOp::create(b_, rowBase, arith::AddIOp::create(b_, arith::MulIOp::create(b_, r, constI64(pitch)), w));
+  };
+  int64_t bytes = kir::dtypeBytes(op.type.elem);
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Value first = chunkElementBase(l, c);
+    Value r = arith::DivUIOp::create(b_, first, constI64(cols));
+    Value w = arith::RemUIOp::create(b_, first, constI64(cols));
+    if (cols % l.perThread == 0) {
+      vector::StoreOp::create(b_, in.chunks[c], buffer, ValueRange{index(slot(r, w))}, false,
+                              llvm::MaybeAlign(std::min<int64_t>(4, bytes * l.perThread)));
+      continue;
+    }
+    for (int64_t e = 0; e < l.perThread; ++e) {
+      Value j = arith::AddIOp::create(b_, first, constI64(e));
+      Value at = slot(arith::DivUIOp::create(b_, j, constI64(cols)), arith::RemUIOp::create(b_, j, constI64(cols)));
+      memref::StoreOp::create(b_, vector::ExtractOp::create(b_, in.chunks[c], ArrayRef<int64_t>{e}), buffer,
+                              ValueRange{index(at)});
+    }
+  }
+  gpu::BarrierOp::create(b_);
+  Type elem = scalarType(&ctx_, op.type.elem);
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Value first = chunkElementBase(l, c);
+    Value chunk = splat(chunkType(op.type.elem, l.perThread), cast<TypedAttr>(b_.getZeroAttr(elem)));
+    for (int64_t e = 0; e < l.perThread; ++e) {
+      // Result element k = (w, r) of the [cols, rows] transpose is tile element (r, w).
+      Value k = arith::AddIOp::create(b_, first, constI64(e));
+      Value at = slot(arith::RemUIOp::create(b_, k, constI64(rows)), arith::DivUIOp::create(b_, k, constI64(rows)));
+      Value x = memref::LoadOp::create(b_, buffer, ValueRange{index(at)});
+      chunk = vector::InsertOp::create(b_, x, chunk, ArrayRef<int64_t>{e});
+    }
+    values_[id].chunks.push_back(chunk);
+  }
+  // Inside a loop the next trip rewrites the buffer: everyone must have read it first.
+  if (!openLoops_.empty()) gpu::BarrierOp::create(b_);
+  return success();
+}
+
+}  // namespace mxfp6::codegen::detail
