@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "compiler/codegen/mlir_gen.h"
@@ -118,12 +119,17 @@ class KernelEmitter {
   // tile_ops.cpp
   /// The last dim of `op` that is a slice, or -1.
   int innermostSlice(const kir::Op& op) const;
-  /// Whether each thread's elements of a chunk of the access are contiguous in memory.
-  bool isContiguousChunk(const kir::Op& op, const Layout& l) const;
+  /// The dim of a gather's vector index, or -1.
+  int gatherDim(const kir::Op& op) const;
+  /// Elements of one memory access of a slice access: a thread's chunk, or for a gather the
+  /// part of it within one gathered row. 0 for a replicated layout.
+  int64_t accessElements(const kir::Op& op) const;
+  /// Whether each access's elements are contiguous in memory (one vector access).
+  bool isContiguous(const kir::Op& op) const;
+  /// A gather: one access per gathered row segment of each chunk.
+  LogicalResult emitGatherLoad(const kir::Op& op, int id);
   /// Offset of slice element `element` (row-major over the slices) from the access's base.
   Value sliceOffset(const kir::Op& op, Value element);
-  /// A number the integer value `id` is known to be a multiple of (1 when unknown).
-  int64_t indexMultiple(int id) const;
   /// The value of `id` when it is integer arithmetic over constants.
   std::optional<int64_t> constantValue(int id) const;
   /// A slice access whose chunks are not contiguous: one access per element.
@@ -135,8 +141,8 @@ class KernelEmitter {
   Value rowExtent(size_t v);
   /// Alignment in bytes of every chunk access of `op` (slice accesses only).
   int64_t chunkAlignment(const kir::Op& op);
-  /// Elements the stride value `id` is a multiple of; a stride parameter is assumed (and with
-  /// `record`, required) to be a multiple of `wanted`.
+  /// Elements the integer value `id` (a stride, or a slice start) is a multiple of; a scalar
+  /// parameter in it is assumed (and with `record`, required) to be a multiple of `wanted`.
   int64_t strideMultiple(int id, int64_t wanted, bool record);
   Value elementPointer(int param, Dtype d, Value offset);
 
@@ -160,6 +166,7 @@ class KernelEmitter {
   std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
   Value sharedBuf_;
   std::map<int, Value> transposeBuffers_;  // Transpose op id -> its shared buffer
+  std::set<int> transposeWaits_;           // transposes whose buffer an earlier one used
   Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
   std::vector<RegValue> values_;
   std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)

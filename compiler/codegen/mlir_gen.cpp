@@ -32,6 +32,7 @@
 #include "compiler/codegen/kernel_emitter.h"
 
 #include <map>
+#include <numeric>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
@@ -212,7 +213,7 @@ void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
 Value KernelEmitter::scalarOffset(const kir::Op& op) {
   Value offset = constI64(0);
   for (size_t i = 0; i < op.operands.size(); ++i) {
-    if (op.operands[i] < 0) continue;
+    if (op.operands[i] < 0 || k_.ops[op.operands[i]].type.isVector()) continue;  // ':' or a gather
     Value idx = toI64(values_[op.operands[i]].scalar);
     Value stride = toI64(values_[op.strides[i]].scalar);
     offset = arith::AddIOp::create(b_, offset, arith::MulIOp::create(b_, idx, stride));
@@ -227,6 +228,14 @@ int64_t KernelEmitter::strideMultiple(int id, int64_t wanted, bool record) {
     case OpCode::Cast: return strideMultiple(s.operands[0], wanted, record);
     case OpCode::Mul:
       return strideMultiple(s.operands[0], wanted, record) * strideMultiple(s.operands[1], wanted, record);
+    case OpCode::Add: case OpCode::Sub:
+      return std::gcd(strideMultiple(s.operands[0], wanted, record), strideMultiple(s.operands[1], wanted, record));
+    case OpCode::Div: {  // by a constant: a multiple of wanted * d divided by d
+      auto d = constantValue(s.operands[1]);
+      if (!d || *d <= 0) return 1;
+      int64_t m = strideMultiple(s.operands[0], wanted * *d, record);
+      return m % *d == 0 ? m / *d : 1;
+    }
     case OpCode::ScalarArg:
       if (record) strideMultiples_[s.param] = std::max(strideMultiples_[s.param], wanted);
       return wanted;
@@ -237,9 +246,8 @@ int64_t KernelEmitter::strideMultiple(int id, int64_t wanted, bool record) {
 int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
   const kir::Param& p = k_.params[op.param];
   int64_t bytes = kir::dtypeBytes(p.dtype);
-  int64_t length = op.code == OpCode::Store ? k_.ops[op.value].type.length : op.type.length;
-  if (!isContiguousChunk(op, layoutFor(length))) return bytes;
-  int64_t chunkBytes = layoutFor(length).perThread * bytes;
+  if (!isContiguous(op)) return bytes;
+  int64_t chunkBytes = accessElements(op) * bytes;
   int innermost = innermostSlice(op);
   // The largest power of two dividing the chunk size: 16-byte chunks are 16-byte aligned, the
   // 6 bytes of 8 packed codes only 2-byte aligned.
@@ -252,7 +260,7 @@ int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
   for (bool record : {false, true}) {
     for (size_t i = 0; i < op.operands.size(); ++i) {
       if (int(i) == innermost) {
-        int64_t startBytes = op.operands[i] < 0 ? chunkBytes : indexMultiple(op.operands[i]) * bytes;
+        int64_t startBytes = op.operands[i] < 0 ? chunkBytes : strideMultiple(op.operands[i], align / bytes, record) * bytes;
         while (!record && align > bytes && startBytes % align != 0) align /= 2;
         continue;
       }
@@ -285,7 +293,8 @@ LogicalResult KernelEmitter::emitLoad(const kir::Op& op, int id) {
     return success();
   }
   Layout l = layoutFor(op.type.length);
-  if (!isContiguousChunk(op, l)) return emitElementwiseAccess(op, id);
+  if (gatherDim(op) >= 0) return emitGatherLoad(op, id);
+  if (!isContiguous(op)) return emitElementwiseAccess(op, id);
   int64_t align = chunkAlignment(op);
   for (int64_t c = 0; c < chunks_; ++c) {
     Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(l, c)));
@@ -317,7 +326,7 @@ LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
     LLVM::StoreOp::create(b_, v.scalar, ptr, kir::dtypeBytes(p.dtype));
     return success();
   }
-  if (!isContiguousChunk(op, l)) return emitElementwiseAccess(op, -1);
+  if (!isContiguous(op)) return emitElementwiseAccess(op, -1);
   int64_t align = chunkAlignment(op);
   for (int64_t c = 0; c < chunks_; ++c) {
     Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(l, c)));
@@ -591,6 +600,18 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
     case OpCode::MxEncode: return emitMxEncode(op, id);
     case OpCode::Pack6: return emitPack6(op, id);
     case OpCode::Transpose: return emitTranspose(op, id);
+    case OpCode::Iota: {
+      // Element j of the chunk's vector is its global index.
+      Layout l = layoutFor(op.type.length);
+      for (int64_t c = 0; c < chunks_; ++c) {
+        Value first = chunkElementBase(l, c);
+        Value v = splat(chunkType(Dtype::I64, l.perThread), cast<TypedAttr>(b_.getI64IntegerAttr(0)));
+        for (int64_t e = 0; e < l.perThread; ++e)
+          v = vector::InsertOp::create(b_, arith::AddIOp::create(b_, first, constI64(e)), v, ArrayRef<int64_t>{e});
+        out.chunks.push_back(v);
+      }
+      return success();
+    }
     case OpCode::Splat: {
       Layout l = layoutFor(op.type.length);
       Type chunk = chunkType(op.type.elem, l.perThread);
@@ -632,12 +653,21 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   if (needsShared_)
     workgroup.push_back(MemRefType::get({sharedFloats}, b_.getF32Type(), AffineMap(),
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
-  std::vector<int> transposes;
+  // Transposes of one element type and size share a buffer (the later one waits at a barrier
+  // until the earlier one's reads are done).
+  std::map<int, size_t> transposeSlot;  // Transpose op id -> workgroup attribution
+  std::map<std::pair<Dtype, int64_t>, size_t> bufferOf;
   int64_t sharedBytes = needsShared_ ? sharedFloats * 4 : 0;
   for (size_t i = 0; i < k_.ops.size(); ++i) {
     if (k_.ops[i].code != OpCode::Transpose) continue;
-    transposes.push_back(int(i));
     MemRefType t = transposeBufferType(k_.ops[i]);
+    auto key = std::make_pair(k_.ops[i].type.elem, t.getNumElements());
+    if (auto it = bufferOf.find(key); it != bufferOf.end()) {
+      transposeSlot[int(i)] = it->second;
+      transposeWaits_.insert(int(i));
+      continue;
+    }
+    bufferOf[key] = transposeSlot[int(i)] = workgroup.size();
     workgroup.push_back(t);
     sharedBytes += t.getNumElements() * kir::dtypeBytes(k_.ops[i].type.elem);
   }
@@ -663,8 +693,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   b_.setInsertionPointToStart(&entry);
   entryBlock_ = &entry;
   emitPrologue(func);
-  for (size_t t = 0; t < transposes.size(); ++t)
-    transposeBuffers_[transposes[t]] = func.getWorkgroupAttributions()[t + (needsShared_ ? 1 : 0)];
+  for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = func.getWorkgroupAttributions()[slot];
   values_.assign(k_.ops.size(), RegValue());
   int64_t pointerAlignment = 1;
   for (int i : emissionOrder())

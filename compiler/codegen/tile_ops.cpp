@@ -9,7 +9,8 @@
 //
 // transpose(v, R) moves data between threads through shared memory: every thread writes its
 // elements of the [R, W] tile to its program row's buffer, a barrier, then every thread reads the
-// elements of the [W, R] transpose it holds. The buffer's rows are padded by one 32-bit word so
+// elements of the [W, R] transpose it holds. Transposes of one type and size share a buffer,
+// with a barrier before the later one writes. The buffer's rows are padded by one 32-bit word so
 // the column reads of neighbouring lanes fall into different banks; the writes are then only
 // 4-byte aligned, which still packs two bf16 (or four u8) per store.
 
@@ -29,11 +30,74 @@ int KernelEmitter::innermostSlice(const kir::Op& op) const {
   return -1;
 }
 
-bool KernelEmitter::isContiguousChunk(const kir::Op& op, const Layout& l) const {
+int KernelEmitter::gatherDim(const kir::Op& op) const {
+  if (op.code != OpCode::Load) return -1;
+  for (size_t d = 0; d < op.operands.size(); ++d)
+    if (op.operands[d] >= 0 && op.slices[d] == 0 && k_.ops[op.operands[d]].type.isVector()) return int(d);
+  return -1;
+}
+
+int64_t KernelEmitter::accessElements(const kir::Op& op) const {
+  int64_t length = op.code == OpCode::Store ? k_.ops[op.value].type.length : op.type.length;
+  Layout l = layoutFor(length);
+  if (l.replicas > 1) return 0;
+  int g = gatherDim(op);
+  if (g < 0) return l.perThread;
+  int64_t rowElements = length / k_.ops[op.operands[g]].type.length;
+  return std::min(l.perThread, rowElements);
+}
+
+bool KernelEmitter::isContiguous(const kir::Op& op) const {
   int d = innermostSlice(op);
-  if (d < 0 || l.replicas > 1) return false;
+  int64_t n = accessElements(op);
+  if (d < 0 || n == 0) return false;
   const kir::Op& stride = k_.ops[op.strides[d]];
-  return stride.code == OpCode::ConstInt && stride.ival == 1 && op.slices[d] % l.perThread == 0;
+  return stride.code == OpCode::ConstInt && stride.ival == 1 && op.slices[d] % n == 0;
+}
+
+LogicalResult KernelEmitter::emitGatherLoad(const kir::Op& op, int id) {
+  const kir::Param& p = k_.params[op.param];
+  int g = gatherDim(op);
+  const kir::Op& indexOp = k_.ops[op.operands[g]];
+  const RegValue& index = values_[op.operands[g]];
+  int64_t rowElements = op.type.length / indexOp.type.length;
+  Layout l = layoutFor(op.type.length);
+  // Proportional layouts: the thread holding result elements [s*E, s*E+E) holds index elements
+  // [s*E/rowElements, ...), or (replicated index) the one element all its results share.
+  Layout li = layoutFor(indexOp.type.length);
+  Value base = scalarOffset(op);
+  Value stride = toI64(values_[op.strides[g]].scalar);
+  Type elem = scalarType(&ctx_, p.dtype);
+  int64_t perAccess = std::max<int64_t>(1, accessElements(op));
+  int64_t perThread = l.replicas > 1 ? 1 : l.perThread;
+  bool contiguous = isContiguous(op);
+  int64_t align = contiguous ? chunkAlignment(op) : kir::dtypeBytes(p.dtype);
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Value first = chunkElementBase(l, c);
+    Value chunk = splat(chunkType(p.dtype, perThread), cast<TypedAttr>(b_.getZeroAttr(elem)));
+    for (int64_t s = 0; s < perThread; s += perAccess) {
+      int64_t local = li.replicas > 1 ? 0 : s / rowElements;
+      Value idx = toI64(vector::ExtractOp::create(b_, index.chunks[c], ArrayRef<int64_t>{local}));
+      Value rowBase = arith::AddIOp::create(b_, base, arith::MulIOp::create(b_, idx, stride));
+      Value inRow = arith::RemUIOp::create(b_, arith::AddIOp::create(b_, first, constI64(s)), constI64(rowElements));
+      if (contiguous) {
+        Value ptr = elementPointer(op.param, p.dtype, arith::AddIOp::create(b_, rowBase, sliceOffset(op, inRow)));
+        Value part = LLVM::LoadOp::create(b_, chunkType(p.dtype, perAccess), ptr, align);
+        chunk = perAccess == perThread ? part
+                                       : Value(vector::InsertStridedSliceOp::create(b_, part, chunk, ArrayRef<int64_t>{s},
+                                                                                    ArrayRef<int64_t>{1}));
+        continue;
+      }
+      for (int64_t e = 0; e < perAccess; ++e) {
+        Value at = sliceOffset(op, arith::AddIOp::create(b_, inRow, constI64(e)));
+        Value x = LLVM::LoadOp::create(b_, elem, elementPointer(op.param, p.dtype, arith::AddIOp::create(b_, rowBase, at)),
+                                       kir::dtypeBytes(p.dtype));
+        chunk = vector::InsertOp::create(b_, x, chunk, ArrayRef<int64_t>{s + e});
+      }
+    }
+    values_[id].chunks.push_back(chunk);
+  }
+  return success();
 }
 
 Value KernelEmitter::sliceOffset(const kir::Op& op, Value element) {
@@ -70,18 +134,6 @@ std::optional<int64_t> KernelEmitter::constantValue(int id) const {
         return a / b;
       });
     default: return std::nullopt;
-  }
-}
-
-int64_t KernelEmitter::indexMultiple(int id) const {
-  constexpr int64_t kAny = int64_t(1) << 40;  // zero is a multiple of everything
-  if (auto c = constantValue(id)) return *c == 0 ? kAny : (*c < 0 ? -*c : *c);
-  const kir::Op& v = k_.ops[id];
-  switch (v.code) {
-    case OpCode::Cast: return indexMultiple(v.operands[0]);
-    case OpCode::Mul: return std::min(kAny, indexMultiple(v.operands[0]) * indexMultiple(v.operands[1]));
-    case OpCode::Add: case OpCode::Sub: return std::gcd(indexMultiple(v.operands[0]), indexMultiple(v.operands[1]));
-    default: return 1;
   }
 }
 
@@ -137,6 +189,8 @@ LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
     return arith::AddIOp::create(b_, rowBase, arith::AddIOp::create(b_, arith::MulIOp::create(b_, r, constI64(pitch)), w));
   };
   int64_t bytes = kir::dtypeBytes(op.type.elem);
+  // An earlier transpose read this buffer: every thread must be done with it.
+  if (transposeWaits_.count(id)) gpu::BarrierOp::create(b_);
   for (int64_t c = 0; c < chunks_; ++c) {
     Value first = chunkElementBase(l, c);
     Value r = arith::DivUIOp::create(b_, first, constI64(cols));

@@ -49,6 +49,7 @@ std::optional<Builtin> findBuiltin(std::string_view name) {
       {"mx_encode", Builtin::MxEncode},
       {"pack6", Builtin::Pack6},
       {"transpose", Builtin::Transpose},
+      {"iota", Builtin::Iota},
       {"zeros", Builtin::Zeros},
       {"splat", Builtin::Splat},
   };

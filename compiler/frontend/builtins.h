@@ -35,6 +35,7 @@ enum class Builtin {
   MxEncode,
   Pack6,
   Transpose,
+  Iota,
   Zeros,
   Splat,
 };

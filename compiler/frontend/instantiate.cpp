@@ -516,6 +516,11 @@ class Lowerer {
         return lowerPack6(e);
       case Builtin::Transpose:
         return lowerTranspose(e);
+      case Builtin::Iota: {
+        auto n = countArg(e, 0);
+        if (!n) return std::nullopt;
+        return emitOp(OpCode::Iota, {Dtype::I64, *n}, {}, e.loc);
+      }
       case Builtin::Zeros: {
         auto n = countArg(e, 0);
         if (!n) return std::nullopt;
@@ -775,7 +780,7 @@ class Lowerer {
     if (!p) return std::nullopt;
     const ast::ParamDecl& param = decl_.params[*p];
     if (param.isOut) return error(e.loc, "cannot load from output tensor '" + e.name + "'");
-    auto access = lowerAccess(*p, e.operands, e.loc);
+    auto access = lowerAccess(*p, e.operands, e.loc, /*allowGather=*/true);
     if (!access) return std::nullopt;
     kir::Op op;
     op.code = OpCode::Load;
@@ -839,7 +844,7 @@ class Lowerer {
   }
 
   std::optional<Access> lowerAccess(int p, const std::vector<ast::ExprPtr>& indices,
-                                    const SourceLoc& loc) {
+                                    const SourceLoc& loc, bool allowGather = false) {
     const ast::ParamDecl& param = decl_.params[p];
     size_t rank = param.dims.size();
     if (indices.size() != rank)
@@ -847,13 +852,15 @@ class Lowerer {
                             " but is indexed with " + std::to_string(indices.size()) +
                             (indices.size() == 1 ? " index" : " indices"));
     Access access;
+    int64_t gatherLength = 0;  // the length of the one integer vector index, if any
     for (size_t i = 0; i < rank; ++i) {
       const Expr& index = *indices[i];
       if (index.kind != ExprKind::Slice) {
-        auto v = lowerIndex(index, param.name);
+        auto v = lowerIndex(index, param.name, allowGather && gatherLength == 0);
         if (!v) return std::nullopt;
         access.indices.push_back(v->id);
         access.slices.push_back(0);
+        if (v->type.isVector()) gatherLength = v->type.length;
         continue;
       }
       std::optional<int64_t> length;
@@ -872,20 +879,23 @@ class Lowerer {
         return error(index.loc, "the slices of '" + param.name + "' hold more than 2^63 elements");
       access.slices.push_back(*length);
     }
+    if (gatherLength > 0 &&
+        __builtin_mul_overflow(gatherLength, access.sliceLength == 0 ? 1 : access.sliceLength, &access.sliceLength))
+      return error(loc, "the gather from '" + param.name + "' holds more than 2^63 elements");
     auto strides = stridesOf(p);
     if (!strides) return std::nullopt;
     access.strides = *strides;
     return access;
   }
 
-  std::optional<Value> lowerIndex(const Expr& index, const std::string& tensor) {
+  std::optional<Value> lowerIndex(const Expr& index, const std::string& tensor, bool allowVector = false) {
     auto lit = literalOf(index);
     if (lit && lit->isFloat)
       return error(index.loc,
                    "an index of '" + tensor + "' must be an integer, got a float literal");
     auto v = lit ? emitLiteral(*lit, Dtype::I64, index.loc) : lowerExpr(index);
     if (!v) return std::nullopt;
-    if (v->type.isVector())
+    if (v->type.isVector() && !allowVector)
       return error(index.loc,
                    "an index of '" + tensor + "' must be a scalar, got " + kir::typeName(v->type));
     if (!kir::isInt(v->type.elem))

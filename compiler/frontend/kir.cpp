@@ -135,6 +135,8 @@ const char* opName(OpCode c) {
       return "Pack6";
     case OpCode::Transpose:
       return "Transpose";
+    case OpCode::Iota:
+      return "Iota";
     case OpCode::Splat:
       return "Splat";
     case OpCode::VarInit:

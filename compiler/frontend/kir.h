@@ -75,7 +75,9 @@ enum class OpCode {
                // dim 0 (a scalar index) or the length n of a slice: elements operands[i] ..
                // +n, or 0 .. n when operands[i] == -1 (a whole ':' dim). The result is a scalar
                // without slices, else a row vector of the slices' elements in row-major order
-               // (length = the product of the slice lengths). strides = one value id per dim
+               // (length = the product of the slice lengths). An index may also be an integer
+               // row vector (at most one, loads only): a gather, which acts as the outermost
+               // slice -- element (i, rest) reads index value i. strides = one value id per dim
                // (element strides). Result type: tensor dtype.
   Store,       // like Load, plus `value` = the value stored (already of the tensor's dtype).
                // No result.
@@ -107,6 +109,7 @@ enum class OpCode {
                    //   an [R, W] row-major tile, written as its [W, R] transpose (element
                    //   w*R + r = v[r*W + w]). Tiles loaded through two slices become columns.
   Splat,           // operands[0] = a scalar. Result: a vector of `type.length` copies.
+  Iota,            // Result: the i64 vector 0, 1, ..., type.length - 1.
   // Mutable variables and counted loops. Structured: each ForBegin has exactly one later ForEnd,
   // the ops between them are its body, loops nest, and a value defined in a body is used only
   // inside it (variables carry values out).

@@ -428,7 +428,7 @@ Status Machine::validateOp(size_t i) {
                               std::to_string(op.strides.size()) + " strides and " +
                               std::to_string(op.slices.size()) + " slice lengths are given");
       }
-      int64_t accessLen = 0;
+      int64_t accessLen = 0, gatherLen = 0;
       for (size_t d = 0; d < rank; ++d) {
         RETURN_IF_ERROR(checkScalarInt(op.strides[d], "a stride"));
         if (op.slices[d] < 0) return invalid(i, "negative slice length");
@@ -437,6 +437,10 @@ Status Machine::validateOp(size_t i) {
             return invalid(i, "':' over dim " + std::to_string(d) + " (" + t.dims[d].name +
                                   ") of '" + t.name + "' needs the dim's constant size as its length");
           }
+        } else if (op.code == OpCode::Load && op.slices[d] == 0 && gatherLen == 0 &&
+                   op.operands[d] >= 0 && op.operands[d] < static_cast<int>(i) &&
+                   slots_[op.operands[d]].cls == Cls::Int && slots_[op.operands[d]].len > 0) {
+          gatherLen = slots_[op.operands[d]].len;  // the one vector index of a gather
         } else {
           RETURN_IF_ERROR(checkScalarInt(op.operands[d], "an index"));
         }
@@ -444,6 +448,10 @@ Status Machine::validateOp(size_t i) {
             __builtin_mul_overflow(accessLen == 0 ? 1 : accessLen, op.slices[d], &accessLen)) {
           return invalid(i, "slice lengths overflow");
         }
+      }
+      if (gatherLen > 0 &&
+          __builtin_mul_overflow(gatherLen, accessLen == 0 ? 1 : accessLen, &accessLen)) {
+        return invalid(i, "gather length overflows");
       }
       if (op.code == OpCode::Load) {
         if (len != accessLen) {
@@ -542,6 +550,10 @@ Status Machine::validateOp(size_t i) {
                                  : op.code == OpCode::MxEncode  ? 2
                                                                 : 1));
       return validateRowBlock(i);
+    case OpCode::Iota:
+      RETURN_IF_ERROR(checkArity(0));
+      if (len == 0 || slot.cls != Cls::Int) return invalid(i, "result must be an integer row vector");
+      return Status::ok();
     case OpCode::Splat:
       RETURN_IF_ERROR(checkArity(1));
       if (slots_[op.operands[0]].len != 0) {
@@ -966,6 +978,11 @@ Status Machine::exec(size_t i) {
       return execPack6(i);
     case OpCode::Transpose:
       return execTranspose(i);
+    case OpCode::Iota: {
+      int64_t* r = iptr(id);
+      for (int64_t j = 0; j < slots_[i].count(); ++j) r[j] = j;
+      return Status::ok();
+    }
     case OpCode::Splat: {
       const int64_t n = slots_[i].count();
       if (slots_[i].cls == Cls::Float) {
@@ -1005,6 +1022,10 @@ std::string Machine::accessText(size_t i) const {
       s += ":";
       continue;
     }
+    if (slots_[op.operands[d]].len > 0) {
+      s += "[" + std::to_string(slots_[op.operands[d]].len) + " indices]";
+      continue;
+    }
     s += std::to_string(scalarInt(op.operands[d]));
     if (op.slices[d] > 0) s += " : " + std::to_string(op.slices[d]);
   }
@@ -1024,7 +1045,12 @@ Status Machine::address(size_t i) {
   // The scalar indices and slice starts give the base; each slice dim then multiplies the
   // offsets so far by its elements, in row-major order.
   int64_t base = 0;
+  int gatherDim = -1;
   for (size_t d = 0; d < op.operands.size(); ++d) {
+    if (op.operands[d] >= 0 && op.slices[d] == 0 && slots_[op.operands[d]].len > 0) {
+      gatherDim = static_cast<int>(d);
+      continue;
+    }
     const int64_t idx = op.operands[d] < 0 ? 0 : scalarInt(op.operands[d]);
     const int64_t span = op.slices[d] > 0 ? op.slices[d] : 1;
     if (idx < 0 || idx > dims[d] - span) {
@@ -1040,6 +1066,23 @@ Status Machine::address(size_t i) {
       return overflow();
   }
   offsets_.assign(1, base);
+  if (gatherDim >= 0) {  // the gathered index is the outermost digit of the result
+    const int64_t* idx = iptr(op.operands[gatherDim]);
+    const int64_t n = slots_[op.operands[gatherDim]].len, stride = scalarInt(op.strides[gatherDim]);
+    offsets_.clear();
+    for (int64_t j = 0; j < n; ++j) {
+      if (idx[j] < 0 || idx[j] >= dims[gatherDim]) {
+        return opError(i, std::string(verb) + " '" + t.name + "' out of bounds at " + accessText(i) +
+                              ": gathered index " + std::to_string(idx[j]) + " (element " + std::to_string(j) +
+                              ") of dim " + std::to_string(gatherDim) + " (" + t.dims[gatherDim].name +
+                              ") is outside [0, " + std::to_string(dims[gatherDim]) + ")");
+      }
+      int64_t term = 0, at = 0;
+      if (__builtin_mul_overflow(idx[j], stride, &term) || __builtin_add_overflow(base, term, &at))
+        return overflow();
+      offsets_.push_back(at);
+    }
+  }
   for (size_t d = 0; d < op.operands.size(); ++d) {
     if (op.slices[d] == 0) continue;
     const int64_t stride = scalarInt(op.strides[d]);
