@@ -1,5 +1,6 @@
 // Parsing the launch metadata the code generator writes next to each code object. Every error
 // names the field, since a bad field here would otherwise be a wrong launch later.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -149,7 +150,259 @@ Expected<std::map<std::string, int64_t>> parseConfig(const json& object) {
   return config;
 }
 
+// ---- "params" and "rows": the signature that launches from tensors are checked against ----
+
+Expected<Dtype> parseDtype(const json& value, const std::string& field, bool scalar) {
+  ASSIGN_OR_RETURN(std::string text, nonEmptyString(value, field));
+  static constexpr Dtype kAll[] = {Dtype::BF16, Dtype::F16, Dtype::F32,
+                                   Dtype::I32,  Dtype::I64, Dtype::U8};
+  for (Dtype d : kAll) {
+    bool allowed = !scalar || d == Dtype::I32 || d == Dtype::I64 || d == Dtype::F32;
+    if (allowed && text == dtypeName(d)) return d;
+  }
+  return fieldError(field, "is '" + text + "', expected " +
+                               (scalar ? "i32, i64 or f32" : "bf16, f16, f32, i32, i64 or u8"));
+}
+
+/// The one key of `entry` among `keys`; an error (listing the accepted shapes) when there is
+/// none or more than one.
+Expected<std::string> onlyKey(const json& entry, const std::string& field,
+                              std::initializer_list<const char*> keys, const std::string& shapes) {
+  if (!entry.is_object()) return fieldError(field, "must be " + shapes + ", " + got(entry));
+  std::string found;
+  for (const char* key : keys) {
+    if (!entry.contains(key)) continue;
+    if (!found.empty())
+      return fieldError(field, "has both '" + found + "' and '" + key + "', must be " + shapes);
+    found = key;
+  }
+  if (found.empty()) return fieldError(field, "must be " + shapes + ", got " + entry.dump());
+  return found;
+}
+
+/// {"const": n, "name": "D"?} or {"dim": "T"}. Runtime sizes are numbered as they first appear.
+Expected<SizeSpec> parseSize(const json& entry, const std::string& field,
+                             std::vector<std::string>& runtimeDims) {
+  ASSIGN_OR_RETURN(std::string key,
+                   onlyKey(entry, field, {"const", "dim"}, "{\"const\": n} or {\"dim\": name}"));
+  SizeSpec size;
+  if (key == "dim") {
+    ASSIGN_OR_RETURN(size.name, nonEmptyString(entry["dim"], field + ".dim"));
+    auto it = std::find(runtimeDims.begin(), runtimeDims.end(), size.name);
+    size.runtimeDim = static_cast<int>(it - runtimeDims.begin());
+    if (it == runtimeDims.end()) runtimeDims.push_back(size.name);
+    return size;
+  }
+  ASSIGN_OR_RETURN(size.constant, integerInRange(entry["const"], field + ".const", 0,
+                                                 std::numeric_limits<int64_t>::max()));
+  if (auto name = entry.find("name"); name != entry.end()) {
+    ASSIGN_OR_RETURN(size.name, nonEmptyString(*name, field + ".name"));
+  }
+  return size;
+}
+
+/// {"const": n}, {"param": name}, {"row_major": true} or {"any": true}. A parameter's index is
+/// resolved once all parameters are known (resolveStrideParams).
+Expected<StrideSpec> parseStride(const json& entry, const std::string& field) {
+  ASSIGN_OR_RETURN(std::string key,
+                   onlyKey(entry, field, {"const", "param", "row_major", "any"},
+                           "{\"const\": n}, {\"param\": name}, {\"row_major\": true} or "
+                           "{\"any\": true}"));
+  StrideSpec stride;
+  const json& value = entry[key];
+  if (key == "const") {
+    stride.kind = StrideSpec::Kind::Constant;
+    ASSIGN_OR_RETURN(stride.constant, integerInRange(value, field + ".const", 0,
+                                                     std::numeric_limits<int64_t>::max()));
+  } else if (key == "param") {
+    stride.kind = StrideSpec::Kind::Param;
+    ASSIGN_OR_RETURN(stride.param, nonEmptyString(value, field + ".param"));
+  } else {
+    stride.kind = key == "any" ? StrideSpec::Kind::Any : StrideSpec::Kind::RowMajor;
+    if (value != true) return fieldError(field + "." + key, "must be true, " + got(value));
+  }
+  return stride;
+}
+
+Expected<bool> booleanField(const json& object, const std::string& key, const std::string& field) {
+  ASSIGN_OR_RETURN(const json* value, requireField(object, key, field));
+  if (!value->is_boolean()) return fieldError(field, "must be true or false, " + got(*value));
+  return value->get<bool>();
+}
+
+Status parseTensor(const json& entry, const std::string& field, ParamSpec& param,
+                   std::vector<std::string>& runtimeDims) {
+  ASSIGN_OR_RETURN(const json* dtype, requireField(entry, "dtype", field + ".dtype"));
+  ASSIGN_OR_RETURN(param.dtype, parseDtype(*dtype, field + ".dtype", /*scalar=*/false));
+  ASSIGN_OR_RETURN(param.isOutput, booleanField(entry, "output", field + ".output"));
+  ASSIGN_OR_RETURN(const json* dims, requireField(entry, "dims", field + ".dims"));
+  if (!dims->is_array() || dims->empty() || dims->size() > kMaxTensorDims)
+    return fieldError(field + ".dims", "must be an array of 1 to " +
+                                           std::to_string(kMaxTensorDims) + " sizes, " +
+                                           got(*dims) +
+                                           (dims->is_array() ? " of size " +
+                                                                   std::to_string(dims->size())
+                                                             : ""));
+  for (size_t d = 0; d < dims->size(); ++d) {
+    ASSIGN_OR_RETURN(SizeSpec size, parseSize((*dims)[d],
+                                              field + ".dims[" + std::to_string(d) + "]",
+                                              runtimeDims));
+    param.dims.push_back(std::move(size));
+  }
+  ASSIGN_OR_RETURN(const json* strides, requireField(entry, "strides", field + ".strides"));
+  if (!strides->is_array() || strides->size() != dims->size())
+    return fieldError(field + ".strides", "must be an array with one stride per dim (" +
+                                              std::to_string(dims->size()) + "), " +
+                                              got(*strides) +
+                                              (strides->is_array()
+                                                   ? " of size " + std::to_string(strides->size())
+                                                   : ""));
+  for (size_t d = 0; d < strides->size(); ++d) {
+    ASSIGN_OR_RETURN(StrideSpec stride,
+                     parseStride((*strides)[d], field + ".strides[" + std::to_string(d) + "]"));
+    param.strides.push_back(std::move(stride));
+  }
+  return Status::ok();
+}
+
+Status parseScalar(const json& entry, const std::string& field, ParamSpec& param) {
+  ASSIGN_OR_RETURN(const json* dtype, requireField(entry, "dtype", field + ".dtype"));
+  ASSIGN_OR_RETURN(param.dtype, parseDtype(*dtype, field + ".dtype", /*scalar=*/true));
+  if (auto d = entry.find("default"); d != entry.end()) {
+    if (!d->is_number()) return fieldError(field + ".default", "must be a number, " + got(*d));
+    param.defaultValue = d->get<double>();
+  }
+  return Status::ok();
+}
+
+/// A stride parameter must be an integer scalar among the params.
+Status resolveStrideParams(KernelSignature& signature) {
+  for (size_t i = 0; i < signature.params.size(); ++i) {
+    std::vector<StrideSpec>& strides = signature.params[i].strides;
+    for (size_t d = 0; d < strides.size(); ++d) {
+      StrideSpec& stride = strides[d];
+      if (stride.kind != StrideSpec::Kind::Param) continue;
+      auto& params = signature.params;
+      auto it = std::find_if(params.begin(), params.end(),
+                             [&](const ParamSpec& p) { return p.name == stride.param; });
+      if (it == params.end() || it->isTensor || it->dtype == Dtype::F32)
+        return fieldError("params[" + std::to_string(i) + "].strides[" + std::to_string(d) +
+                              "].param",
+                          "is '" + stride.param + "', which is not an i32 or i64 parameter");
+      stride.paramIndex = static_cast<int>(it - params.begin());
+    }
+  }
+  return Status::ok();
+}
+
+ArgKind abiKindOf(const ParamSpec& param) {
+  if (param.isTensor) return ArgKind::Pointer;
+  return param.dtype == Dtype::I32 ? ArgKind::I32
+         : param.dtype == Dtype::I64 ? ArgKind::I64
+                                     : ArgKind::F32;
+}
+
+/// The launch arguments are the params (a pointer per tensor) then i64 runtime sizes: the
+/// contract that lets a launch from tensors build them. Copies multiple_of onto the params.
+Status matchAbi(KernelSignature& signature, const std::vector<ArgSpec>& abi) {
+  auto mismatch = [](const std::string& problem) {
+    return fieldError("params", "does not match 'abi': " + problem);
+  };
+  const std::vector<ParamSpec>& params = signature.params;
+  if (abi.size() < params.size())
+    return mismatch(std::to_string(params.size()) + " params but " + std::to_string(abi.size()) +
+                    " ABI arguments");
+  for (size_t i = 0; i < params.size(); ++i) {
+    ArgKind kind = abiKindOf(params[i]);
+    if (abi[i].name != params[i].name || abi[i].kind != kind)
+      return mismatch("params[" + std::to_string(i) + "] is " + argKindName(kind) + " '" +
+                      params[i].name + "', abi[" + std::to_string(i) + "] is " +
+                      argKindName(abi[i].kind) + " '" + abi[i].name + "'");
+    signature.params[i].multipleOf = abi[i].multipleOf;
+  }
+  for (size_t i = params.size(); i < abi.size(); ++i) {
+    const std::vector<std::string>& dims = signature.runtimeDims;
+    auto it = std::find(dims.begin(), dims.end(), abi[i].name);
+    if (abi[i].kind != ArgKind::I64 || it == dims.end())
+      return mismatch("abi[" + std::to_string(i) + "] (" + argKindName(abi[i].kind) + " '" +
+                      abi[i].name + "') follows the params but is not one of their runtime sizes");
+    signature.abiDims.push_back(static_cast<int>(it - dims.begin()));
+  }
+  return Status::ok();
+}
+
+Expected<std::optional<KernelSignature>> parseSignature(const json& object,
+                                                        const std::vector<ArgSpec>& abi) {
+  auto paramsIt = object.find("params");
+  auto rowsIt = object.find("rows");
+  if (paramsIt == object.end() && rowsIt == object.end())
+    return std::optional<KernelSignature>();  // metadata from before launches from tensors
+  if (paramsIt == object.end()) return Status::error("kernel metadata: missing field 'params'");
+  if (rowsIt == object.end()) return Status::error("kernel metadata: missing field 'rows'");
+  if (!paramsIt->is_array()) return fieldError("params", "must be an array, " + got(*paramsIt));
+  KernelSignature signature;
+  for (size_t i = 0; i < paramsIt->size(); ++i) {
+    const json& entry = (*paramsIt)[i];
+    std::string field = "params[" + std::to_string(i) + "]";
+    if (!entry.is_object())
+      return fieldError(field, "must be an object {\"name\", \"kind\", ...}, " + got(entry));
+    ParamSpec param;
+    ASSIGN_OR_RETURN(const json* name, requireField(entry, "name", field + ".name"));
+    ASSIGN_OR_RETURN(param.name, nonEmptyString(*name, field + ".name"));
+    for (const ParamSpec& earlier : signature.params)
+      if (earlier.name == param.name)
+        return fieldError(field + ".name", "is '" + param.name + "', a name already taken");
+    ASSIGN_OR_RETURN(const json* kind, requireField(entry, "kind", field + ".kind"));
+    ASSIGN_OR_RETURN(std::string kindText, nonEmptyString(*kind, field + ".kind"));
+    if (kindText == "tensor") {
+      param.isTensor = true;
+      RETURN_IF_ERROR(parseTensor(entry, field, param, signature.runtimeDims));
+    } else if (kindText == "scalar") {
+      RETURN_IF_ERROR(parseScalar(entry, field, param));
+    } else {
+      return fieldError(field + ".kind", "is '" + kindText + "', expected tensor or scalar");
+    }
+    signature.params.push_back(std::move(param));
+  }
+  RETURN_IF_ERROR(resolveStrideParams(signature));
+  if (!rowsIt->is_array()) return fieldError("rows", "must be an array, " + got(*rowsIt));
+  size_t dimsOfParams = signature.runtimeDims.size();
+  for (size_t i = 0; i < rowsIt->size(); ++i) {
+    std::string field = "rows[" + std::to_string(i) + "]";
+    ASSIGN_OR_RETURN(SizeSpec extent, parseSize((*rowsIt)[i], field, signature.runtimeDims));
+    // A launch learns runtime sizes from the tensors' shapes only.
+    if (!extent.isConstant() && extent.runtimeDim >= static_cast<int>(dimsOfParams))
+      return fieldError(field + ".dim",
+                        "is '" + extent.name + "', which is the size of no tensor parameter");
+    signature.rows.push_back(std::move(extent));
+  }
+  RETURN_IF_ERROR(matchAbi(signature, abi));
+  return std::optional<KernelSignature>(std::move(signature));
+}
+
 }  // namespace
+
+const char* dtypeName(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::BF16: return "bf16";
+    case Dtype::F16: return "f16";
+    case Dtype::F32: return "f32";
+    case Dtype::I32: return "i32";
+    case Dtype::I64: return "i64";
+    case Dtype::U8: return "u8";
+  }
+  return "unknown";
+}
+
+int dtypeBytes(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::BF16: case Dtype::F16: return 2;
+    case Dtype::F32: case Dtype::I32: return 4;
+    case Dtype::I64: return 8;
+    case Dtype::U8: return 1;
+  }
+  return 0;
+}
 
 const char* argKindName(ArgKind kind) {
   switch (kind) {
@@ -200,6 +453,7 @@ Expected<KernelMetadata> parseKernelMetadata(std::string_view text) {
     return fieldError("alignment", "is " + std::to_string(alignment) + ", must be a power of two");
   md.alignment = static_cast<uint32_t>(alignment);
   ASSIGN_OR_RETURN(md.config, parseConfig(root));
+  ASSIGN_OR_RETURN(md.signature, parseSignature(root, md.abi));
   return md;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -129,12 +130,67 @@ enum class ArgKind : int32_t { Pointer = 0, I32 = 1, I64 = 2, F32 = 3 };
 /// "ptr", "i32", "i64" or "f32": the spelling used in metadata and in error messages.
 const char* argKindName(ArgKind kind);
 
+/// Element types, spelled as in the DSL: of tensors, and (i32, i64, f32) of scalar parameters.
+/// The values are the C API's MXRT_DTYPE_* codes.
+enum class Dtype : int32_t { BF16 = 0, F16 = 1, F32 = 2, I32 = 3, I64 = 4, U8 = 5 };
+
+/// "bf16", "f16", "f32", "i32", "i64" or "u8" ("unknown" for a value outside the enum).
+const char* dtypeName(Dtype dtype);
+/// Bytes per element; 0 for a value outside the enum.
+int dtypeBytes(Dtype dtype);
+
 struct ArgSpec {
   ArgKind kind = ArgKind::Pointer;
   std::string name;
   /// Integer arguments only: the value must be a multiple of this (strides that vector accesses
   /// step by; the code generator assumed it when it chose the access width). 1 = any value.
   int64_t multipleOf = 1;
+};
+
+/// A tensor dimension or a row extent: a compile-time size, or a runtime size that is the same
+/// wherever its name appears (every use of "T" in one launch is one value).
+struct SizeSpec {
+  int64_t constant = -1;  // >= 0: the size the kernel was compiled for
+  std::string name;       // the runtime size's name; for a constant, how the kernel spells it
+                          // ("D", "(C * 3 / 4)"), or empty for a literal
+  int runtimeDim = -1;    // runtime sizes: index into KernelSignature::runtimeDims
+  bool isConstant() const { return constant >= 0; }
+};
+
+/// The stride (in elements) a tensor dimension was compiled for.
+struct StrideSpec {
+  enum class Kind {
+    Constant,  // exactly `constant`
+    Param,     // the value passed for the integer scalar parameter `param`
+    RowMajor,  // the product of the sizes of the inner dimensions (a contiguous tensor)
+    Any,       // the kernel never accesses the tensor, so any layout will do
+  };
+  Kind kind = Kind::RowMajor;
+  int64_t constant = 0;
+  std::string param;
+  int paramIndex = -1;  // Param: index into KernelSignature::params
+};
+
+/// A declared kernel parameter.
+struct ParamSpec {
+  std::string name;
+  bool isTensor = false;
+  Dtype dtype = Dtype::F32;           // element type (tensor) or type (scalar: i32, i64 or f32)
+  bool isOutput = false;              // tensors: written by the kernel, never read
+  std::vector<SizeSpec> dims;         // tensors
+  std::vector<StrideSpec> strides;    // tensors: one per dim
+  int64_t multipleOf = 1;             // integer scalars: the ABI's multiple_of
+  std::optional<double> defaultValue; // scalars, for bindings that fill omitted arguments; a
+                                      // launch itself takes every value explicitly
+};
+
+/// What a launch from tensors needs to know: the parameters in declaration order, the extents of
+/// the row space, and where each ABI argument comes from.
+struct KernelSignature {
+  std::vector<ParamSpec> params;
+  std::vector<SizeSpec> rows;               // one per row variable; their product is the row count
+  std::vector<std::string> runtimeDims;     // the runtime sizes, first-appearance order in params
+  std::vector<int> abiDims;                 // for abi[params.size() + i]: the runtime dim it carries
 };
 
 /// Parsed from JSON by parseKernelMetadata. The schema (every field required unless noted):
@@ -151,7 +207,21 @@ struct ArgSpec {
 ///     "rows_per_program": 4,                // rows handled by one block (gridForRows)
 ///     "alignment": 16,                      // bytes every pointer argument must be aligned to
 ///                                           // (a power of two; 1 = no requirement)
-///     "config": {"ROWS": 4, "THREADS": 64}  // optional: the bound specializations and tunables
+///     "config": {"ROWS": 4, "THREADS": 64}, // optional: the bound specializations and tunables
+///     "params": [                           // optional (absent in metadata written before
+///                                           // launches from tensors): every parameter in
+///                                           // declaration order; "abi" must be these (ptr for a
+///                                           // tensor) followed by i64 runtime sizes
+///       {"name": "x", "kind": "tensor", "dtype": "bf16", "output": false,
+///        "dims": [{"dim": "T"}, {"const": 3072, "name": "D"}],   // "name" optional
+///        "strides": [{"row_major": true}, {"row_major": true}]},
+///                                           // per dim: {"const": n}, {"param": "x_stride"} (an
+///                                           // i32/i64 scalar), {"row_major": true} or
+///                                           // {"any": true} (tensor never accessed)
+///       {"name": "eps", "kind": "scalar", "dtype": "f32", "default": 1e-6}, ...],
+///                                           // dtype i32|i64|f32; "default" optional
+///     "rows": [{"dim": "T"}]                // required with "params": the row variables'
+///                                           // extents, {"dim": name} or {"const": n}
 ///   }
 /// Unknown fields are ignored so the code generator can add provenance without a runtime change.
 struct KernelMetadata {
@@ -164,6 +234,8 @@ struct KernelMetadata {
   int64_t rowsPerProgram = 1;
   uint32_t alignment = 1;
   std::map<std::string, int64_t> config;
+  /// From "params" and "rows"; absent for metadata without them (raw launches only).
+  std::optional<KernelSignature> signature;
 
   /// The platform the target runs on: sm_* is Cuda, gfx* is Hip.
   Platform platform() const;
@@ -229,6 +301,69 @@ Status checkGrid(const std::array<uint32_t, 3>& grid);
 /// that may see empty batches use LoadedKernel::launchRows, for which 0 rows is a no-op.
 Expected<std::array<uint32_t, 3>> gridForRows(const KernelMetadata& metadata, int64_t rows);
 
+// ---------------------------------------------------------------------------------------------
+// Launching from tensors: every argument checked against the kernel's declaration
+
+inline constexpr int kMaxTensorDims = 8;
+
+/// A tensor argument: device memory viewed with sizes and strides in elements, as a framework
+/// tensor describes itself (torch: data_ptr(), size(), stride()).
+struct TensorArg {
+  const void* data = nullptr;
+  Dtype dtype = Dtype::F32;
+  int32_t ndim = 0;
+  std::array<int64_t, kMaxTensorDims> sizes{};
+  std::array<int64_t, kMaxTensorDims> strides{};
+
+  /// A view with the given sizes and strides (at most kMaxTensorDims of each, as many strides as
+  /// sizes); excess entries are dropped, so the result then fails the launch checks.
+  static TensorArg view(const void* data, Dtype dtype, std::span<const int64_t> sizes,
+                        std::span<const int64_t> strides);
+  /// A contiguous row-major tensor.
+  static TensorArg contiguous(const void* data, Dtype dtype, std::span<const int64_t> sizes);
+};
+
+/// One declared parameter's argument: a tensor for a tensor parameter, a scalar (LaunchArg of
+/// kind I32, I64 or F32) for a scalar one. Converts implicitly from either, so a list reads
+/// `{x, scale, LaunchArg::i32(1), LaunchArg::f32(1e-6f)}`.
+struct ParamArg {
+  bool isTensor = false;
+  TensorArg tensor;
+  LaunchArg scalar;
+
+  ParamArg() = default;
+  ParamArg(const TensorArg& t) : isTensor(true), tensor(t) {}  // NOLINT: implicit by design
+  ParamArg(const LaunchArg& s) : scalar(s) {}                  // NOLINT: implicit by design
+};
+
+/// The raw launch that a checked list of parameters turns into.
+struct PreparedLaunch {
+  std::vector<LaunchArg> args;               // in ABI order; passes checkLaunchArgs when rows > 0
+  int64_t rows = 0;                          // the product of the row extents
+  std::array<uint32_t, 3> grid = {0, 1, 1};  // gridForRows(rows); {0, 1, 1}: nothing to launch
+};
+
+/// Checks one argument per declared parameter (declaration order) against the metadata's
+/// signature, derives the runtime sizes from the tensors' shapes, and builds the ABI arguments
+/// and the grid. Checked, first failure wins, each naming the argument and its index:
+///   kind, dtype and ndim: "argument 'scale' (1): expected bf16[B, 3072], got f32[4, 3072]"
+///   constant dims: "argument 'x' (0): dim 1 is 4096, the kernel was compiled for D = 3072
+///     (bf16[T, 3072])"
+///   runtime sizes agree: "argument 'y' (3): dim 0 is 4095, but T is 4096 from argument 'x' (0)
+///     dim 0"
+///   strides (dims of size 1 and tensors without elements are exempt, their strides are never
+///     multiplied by a nonzero index): row-major tensors contiguous, constant strides equal, a
+///     stride carried by a scalar parameter equal to that argument and a multiple of its
+///     multiple_of: "argument 'x' (0): stride 0 is 6144, expected 3072: the kernel reads it as
+///     a contiguous row-major bf16[T, 3072] (strides [6144, 1])";
+///   integer scalars' multiple_of;
+///   when rows > 0: pointers non-null and aligned, and no output overlapping another tensor
+///     argument's memory range (see tensor_launch.cpp).
+/// Zero rows (an empty batch) is not an error: grid {0, 1, 1}, and launchTensors launches
+/// nothing. Metadata without a signature is an error that says so.
+Expected<PreparedLaunch> prepareLaunch(const KernelMetadata& metadata,
+                                       std::span<const ParamArg> params);
+
 /// A code object loaded on a device with its entry point resolved. Unloads on destruction.
 class LoadedKernel {
  public:
@@ -247,6 +382,10 @@ class LoadedKernel {
   /// launch() with gridForRows(metadata(), rows); rows = 0 checks the arguments and launches
   /// nothing.
   Status launchRows(int64_t rows, void* stream, std::span<const LaunchArg> args) const;
+
+  /// prepareLaunch(metadata(), params), then launch() with its arguments and grid; zero rows
+  /// launches nothing.
+  Status launchTensors(void* stream, std::span<const ParamArg> params) const;
 
  private:
   friend Expected<std::unique_ptr<LoadedKernel>> loadKernel(Device&, std::span<const std::byte>,

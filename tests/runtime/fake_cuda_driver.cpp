@@ -5,14 +5,20 @@
 // the grid and block dimensions say. Every call but cuInit/cuGetError*/cuDevice* requires the
 // fake context to be current on the calling thread, as the real driver does.
 //
+// Like the real driver, it copies each kernel argument by the size its entry declares: the
+// `.param .u64/.b64/.s64/.f64` (8 bytes) and `.param .u32/.b32/.s32/.f32` (4 bytes) of the PTX,
+// and records the copies (fake_launch.h) for every entry, known or not.
+//
 // Environment: FAKE_CUDA_DEVICES=<n> sets the device count (default 1; 0 makes cuInit fail with
 // CUDA_ERROR_NO_DEVICE like a driver on a machine without a GPU).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tests/runtime/fake_launch.h"
 
@@ -27,12 +33,29 @@ constexpr CUresult kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kNotInitia
                    kNotFound = 500;
 
 struct Module {
-  std::set<std::string> entries;
+  std::map<std::string, std::vector<int>> entries;  // name -> the byte size of each parameter
 };
 struct Function {
   std::string name;
+  std::vector<int> paramBytes;
   int maxDynamicShared = 48 * 1024;
 };
+
+/// The sizes of the `.param` declarations between `(` and `)` of the entry starting at `p`.
+std::vector<int> paramSizes(const char* p) {
+  std::vector<int> sizes;
+  const char* open = std::strchr(p, '(');
+  const char* close = open != nullptr ? std::strchr(open, ')') : nullptr;
+  if (close == nullptr) return sizes;
+  std::string list(open + 1, close);
+  for (size_t at = list.find(".param"); at != std::string::npos;
+       at = list.find(".param", at + 1)) {
+    size_t type = list.find('.', at + 6);
+    if (type == std::string::npos) break;
+    sizes.push_back(list.compare(type + 2, 2, "64") == 0 ? 8 : 4);
+  }
+  return sizes;
+}
 
 int fakeContextTag;  // its address is the one context
 thread_local void* currentContext = nullptr;
@@ -192,7 +215,7 @@ CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned numOption
   for (const char* p = std::strstr(text, ".entry "); p != nullptr;
        p = std::strstr(p + 1, ".entry ")) {
     const char* name = p + 7;
-    m->entries.insert(std::string(name, std::strcspn(name, "( \n")));
+    m->entries[std::string(name, std::strcspn(name, "( \n"))] = paramSizes(name);
   }
   *module = m;
   return kSuccess;
@@ -210,8 +233,11 @@ CUresult cuModuleUnload(void* module) {
 
 CUresult cuModuleGetFunction(void** function, void* module, const char* name) {
   if (CUresult r = requireContext(); r != kSuccess) return r;
-  if (static_cast<Module*>(module)->entries.count(name) == 0) return kNotFound;
-  auto* f = new Function{name};  // leaked like the driver's: functions live with the module
+  auto& entries = static_cast<Module*>(module)->entries;
+  auto entry = entries.find(name);
+  if (entry == entries.end()) return kNotFound;
+  // Leaked like the driver's: functions live with the module.
+  auto* f = new Function{name, entry->second};
   std::lock_guard<std::mutex> lock(mutex);
   functions.insert(f);
   *function = f;
@@ -232,8 +258,12 @@ CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, u
   auto* f = static_cast<Function*>(function);
   if (extra != nullptr || params == nullptr || gx == 0 || bx == 0) return kInvalidValue;
   if (static_cast<int>(shared) > f->maxDynamicShared) return kInvalidValue;
+  if (f->paramBytes.size() > kFakeMaxParams) return kInvalidValue;
   fake_cuda_last_launch = {{gx, gy, gz}, {bx, by, bz}, shared, stream, f->maxDynamicShared,
-                           fake_cuda_last_launch.launches + 1};
+                           fake_cuda_last_launch.launches + 1,
+                           static_cast<int>(f->paramBytes.size()), {}};
+  for (size_t i = 0; i < f->paramBytes.size(); ++i)
+    std::memcpy(&fake_cuda_last_launch.params[i], params[i], f->paramBytes[i]);
   // One thread index per (block, thread) along x, as the PTX versions of these kernels compute.
   for (uint64_t i = 0; i < uint64_t{gx} * bx; ++i) {
     if (f->name == "add_one") {  // (int32* x, int32 n)

@@ -15,6 +15,7 @@
 #include "runtime/runtime.h"
 #include "tests/runtime/fake_launch.h"
 #include "tests/runtime/scoped_env.h"
+#include "tests/runtime/tensor_kernels.h"
 #include "tests/runtime/test_kernels.h"
 
 namespace mxfp6::rt {
@@ -274,6 +275,59 @@ TEST_F(FakeCuda, LargeDynamicSharedMemoryIsOptedInto) {
   EXPECT_EQ(tooMuch.status().message(),
             "kernel add_one: needs 307200 bytes of dynamic shared memory; sm_90 allows at most "
             "232448");
+}
+
+// A launch from tensors reaches the driver as the raw ABI the compiler declared: the tensors'
+// pointers, the scalars, then the runtime sizes the body uses (T, B), with the grid derived from
+// the row space (T = 5 rows, 2 per program).
+TEST_F(FakeCuda, LaunchFromTensorsPassesTheDerivedArgumentsAndGrid) {
+  auto kernel = loadKernel(*device_, bytesOf(testing::kTensorKernelsPtx),
+                           metadata(testing::kLnModulateFwdMetadata));
+  ASSERT_TRUE(kernel.isOk()) << kernel.status().message();
+  constexpr int64_t T = 5, B = 2, D = 3072;
+  std::vector<DeviceBuffer> buffers;
+  auto tensor = [&](Dtype dtype, std::vector<int64_t> sizes) {
+    int64_t elements = 1;
+    for (int64_t n : sizes) elements *= n;
+    auto buffer = device_->allocate(static_cast<size_t>(elements * dtypeBytes(dtype)));
+    EXPECT_TRUE(buffer.isOk()) << buffer.status().message();
+    buffers.push_back(buffer.take());
+    return TensorArg::contiguous(buffers.back().data(), dtype, sizes);
+  };
+  std::vector<ParamArg> params = {
+      tensor(Dtype::BF16, {T, D}), tensor(Dtype::BF16, {B, D}), tensor(Dtype::BF16, {B, D}),
+      tensor(Dtype::BF16, {T, D}), tensor(Dtype::F32, {T}),     tensor(Dtype::F32, {T}),
+      LaunchArg::i32(T),           LaunchArg::f32(1e-6f)};
+  void* stream = reinterpret_cast<void*>(0x5000);
+  Status launched = (*kernel)->launchTensors(stream, params);
+  ASSERT_TRUE(launched.isOk()) << launched.message();
+
+  EXPECT_EQ(lastLaunch_->grid[0], 3u);
+  EXPECT_EQ(lastLaunch_->grid[1], 1u);
+  EXPECT_EQ(lastLaunch_->block[0], 384u);
+  EXPECT_EQ(lastLaunch_->stream, stream);
+  ASSERT_EQ(lastLaunch_->paramCount, 10);
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(lastLaunch_->params[i], reinterpret_cast<uintptr_t>(buffers[i].data())) << i;
+  EXPECT_EQ(lastLaunch_->params[6], uint64_t{T});  // sample_div, 4 bytes
+  float eps = 0;
+  std::memcpy(&eps, &lastLaunch_->params[7], sizeof(eps));
+  EXPECT_EQ(eps, 1e-6f);
+  EXPECT_EQ(lastLaunch_->params[8], uint64_t{T});
+  EXPECT_EQ(lastLaunch_->params[9], uint64_t{B});
+
+  // A checked mistake never reaches the driver; nor does an empty batch.
+  int before = lastLaunch_->launches;
+  params[2] = tensor(Dtype::BF16, {B + 1, D});
+  EXPECT_EQ((*kernel)->launchTensors(stream, params).message(),
+            "kernel ln_modulate_fwd: argument 'shift' (2): dim 0 is 3, but B is 2 from argument "
+            "'scale' (1) dim 0");
+  std::vector<ParamArg> empty = {
+      tensor(Dtype::BF16, {0, D}), tensor(Dtype::BF16, {B, D}), tensor(Dtype::BF16, {B, D}),
+      tensor(Dtype::BF16, {0, D}), tensor(Dtype::F32, {0}),     tensor(Dtype::F32, {0}),
+      LaunchArg::i32(1),           LaunchArg::f32(1e-6f)};
+  EXPECT_TRUE((*kernel)->launchTensors(stream, empty).isOk());
+  EXPECT_EQ(lastLaunch_->launches, before);
 }
 
 }  // namespace

@@ -2,6 +2,10 @@
 // fake_cuda_last_launch so a test can check what the runtime passed to the driver.
 #pragma once
 
+#include <cstdint>
+
+inline constexpr int kFakeMaxParams = 32;
+
 struct FakeLaunch {
   unsigned grid[3];
   unsigned block[3];
@@ -9,4 +13,8 @@ struct FakeLaunch {
   void* stream;
   int maxDynamicShared;
   int launches;
+  // The kernel's arguments as the driver copies them: sized by the entry's PTX `.param`
+  // declarations (4 or 8 bytes), each zero-extended to 64 bits.
+  int paramCount;
+  uint64_t params[kFakeMaxParams];
 };

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "runtime/runtime.h"
@@ -158,6 +159,172 @@ TEST(KernelMetadata, StrideMultiplesAreReadForIntegerArguments) {
   j = validMetadata();
   j["abi"][2]["multiple_of"] = 0;
   EXPECT_THAT(parseError(j), HasSubstr("field 'abi[2].multiple_of'"));
+}
+
+// ---- "params" and "rows": the signature launches from tensors are checked against ----
+
+json signedMetadata() {
+  return json::parse(R"({
+    "kernel": "norm_fwd", "entry": "norm_fwd", "target": "sm_90",
+    "abi": [{"kind": "ptr", "name": "x"}, {"kind": "ptr", "name": "y"},
+            {"kind": "i64", "name": "x_stride", "multiple_of": 8}, {"kind": "f32", "name": "eps"},
+            {"kind": "i64", "name": "T"}],
+    "block": [256, 1, 1], "shared_bytes": 0, "rows_per_program": 4, "alignment": 16,
+    "params": [
+      {"name": "x", "kind": "tensor", "dtype": "bf16", "output": false,
+       "dims": [{"dim": "T"}, {"dim": "H"}, {"const": 128, "name": "D"}],
+       "strides": [{"param": "x_stride"}, {"const": 128}, {"const": 1}]},
+      {"name": "y", "kind": "tensor", "dtype": "f32", "output": true,
+       "dims": [{"dim": "T"}, {"dim": "H"}], "strides": [{"row_major": true}, {"any": true}]},
+      {"name": "x_stride", "kind": "scalar", "dtype": "i64"},
+      {"name": "eps", "kind": "scalar", "dtype": "f32", "default": 1e-6}],
+    "rows": [{"dim": "T"}, {"const": 4}]
+  })");
+}
+
+TEST(KernelSignature, ParsesParamsAndRows) {
+  auto parsed = parseKernelMetadata(signedMetadata().dump());
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  ASSERT_TRUE(parsed->signature.has_value());
+  const KernelSignature& sig = *parsed->signature;
+  ASSERT_EQ(sig.params.size(), 4u);
+  const ParamSpec& x = sig.params[0];
+  EXPECT_TRUE(x.isTensor);
+  EXPECT_EQ(x.dtype, Dtype::BF16);
+  EXPECT_FALSE(x.isOutput);
+  ASSERT_EQ(x.dims.size(), 3u);
+  EXPECT_EQ(x.dims[0].name, "T");
+  EXPECT_EQ(x.dims[0].runtimeDim, 0);
+  EXPECT_FALSE(x.dims[0].isConstant());
+  EXPECT_EQ(x.dims[1].runtimeDim, 1);
+  EXPECT_EQ(x.dims[2].constant, 128);
+  EXPECT_EQ(x.dims[2].name, "D");
+  EXPECT_EQ(x.strides[0].kind, StrideSpec::Kind::Param);
+  EXPECT_EQ(x.strides[0].param, "x_stride");
+  EXPECT_EQ(x.strides[0].paramIndex, 2);
+  EXPECT_EQ(x.strides[1].kind, StrideSpec::Kind::Constant);
+  EXPECT_EQ(x.strides[1].constant, 128);
+  const ParamSpec& y = sig.params[1];
+  EXPECT_TRUE(y.isOutput);
+  EXPECT_EQ(y.dims[1].runtimeDim, 1);  // the same H as x's
+  EXPECT_EQ(y.strides[0].kind, StrideSpec::Kind::RowMajor);
+  EXPECT_EQ(y.strides[1].kind, StrideSpec::Kind::Any);
+  EXPECT_FALSE(sig.params[2].isTensor);
+  EXPECT_EQ(sig.params[2].dtype, Dtype::I64);
+  EXPECT_EQ(sig.params[2].multipleOf, 8);  // from the ABI
+  EXPECT_EQ(sig.params[3].defaultValue, 1e-6);
+  EXPECT_EQ(sig.runtimeDims, (std::vector<std::string>{"T", "H"}));
+  ASSERT_EQ(sig.rows.size(), 2u);
+  EXPECT_EQ(sig.rows[0].runtimeDim, 0);
+  EXPECT_EQ(sig.rows[1].constant, 4);
+  EXPECT_EQ(sig.abiDims, (std::vector<int>{0}));  // the ABI carries T only
+}
+
+TEST(KernelSignature, MetadataWithoutItStillLoads) {
+  auto parsed = parseKernelMetadata(validMetadata().dump());
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_FALSE(parsed->signature.has_value());
+}
+
+TEST(KernelSignature, ParamsAndRowsComeTogether) {
+  json j = signedMetadata();
+  j.erase("rows");
+  EXPECT_EQ(parseError(j), "kernel metadata: missing field 'rows'");
+  j = signedMetadata();
+  j.erase("params");
+  EXPECT_EQ(parseError(j), "kernel metadata: missing field 'params'");
+}
+
+/// The error of signedMetadata() with `edit` applied.
+std::string signatureError(const std::function<void(json&)>& edit) {
+  json j = signedMetadata();
+  edit(j);
+  return parseError(j);
+}
+
+TEST(KernelSignature, MalformedParamsAreNamed) {
+  EXPECT_EQ(signatureError([](json& j) { j["params"] = 3; }),
+            "kernel metadata: field 'params' must be an array, got number");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0] = "x"; }),
+            "kernel metadata: field 'params[0]' must be an object {\"name\", \"kind\", ...}, "
+            "got string");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][1].erase("name"); }),
+            "kernel metadata: missing field 'params[1].name'");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][1]["name"] = "x"; }),
+            "kernel metadata: field 'params[1].name' is 'x', a name already taken");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0]["kind"] = "matrix"; }),
+            "kernel metadata: field 'params[0].kind' is 'matrix', expected tensor or scalar");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0]["dtype"] = "f64"; }),
+            "kernel metadata: field 'params[0].dtype' is 'f64', expected bf16, f16, f32, i32, "
+            "i64 or u8");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][3]["dtype"] = "bf16"; }),
+            "kernel metadata: field 'params[3].dtype' is 'bf16', expected i32, i64 or f32");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][3]["default"] = "small"; }),
+            "kernel metadata: field 'params[3].default' must be a number, got string");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][1]["output"] = 1; }),
+            "kernel metadata: field 'params[1].output' must be true or false, got number");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][1].erase("output"); }),
+            "kernel metadata: missing field 'params[1].output'");
+}
+
+TEST(KernelSignature, MalformedDimsAndStridesAreNamed) {
+  EXPECT_EQ(signatureError([](json& j) { j["params"][1]["dims"] = json::array(); }),
+            "kernel metadata: field 'params[1].dims' must be an array of 1 to 8 sizes, got array "
+            "of size 0");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0]["dims"][2] = {{"const", -1}}; }),
+            "kernel metadata: field 'params[0].dims[2].const' is -1, must be in [0, "
+            "9223372036854775807]");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0]["dims"][0] = {{"const", 4}, {"dim", "T"}}; }),
+            "kernel metadata: field 'params[0].dims[0]' has both 'const' and 'dim', must be "
+            "{\"const\": n} or {\"dim\": name}");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0]["dims"][0] = {{"size", 4}}; }),
+            "kernel metadata: field 'params[0].dims[0]' must be {\"const\": n} or {\"dim\": "
+            "name}, got {\"size\":4}");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0]["dims"][0] = {{"dim", ""}}; }),
+            "kernel metadata: field 'params[0].dims[0].dim' must not be empty");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][1]["strides"].erase(1); }),
+            "kernel metadata: field 'params[1].strides' must be an array with one stride per dim "
+            "(2), got array of size 1");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][1]["strides"][0] = {{"row_major", false}}; }),
+            "kernel metadata: field 'params[1].strides[0].row_major' must be true, got boolean");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][1]["strides"][0] = {{"const", "1"}}; }),
+            "kernel metadata: field 'params[1].strides[0].const' must be an integer, got string");
+  EXPECT_THAT(signatureError([](json& j) { j["params"][1]["strides"][0] = 1; }),
+              StartsWith("kernel metadata: field 'params[1].strides[0]' must be {\"const\": n}, "
+                         "{\"param\": name}, {\"row_major\": true} or {\"any\": true}, got "
+                         "number"));
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0]["strides"][0] = {{"param", "eps"}}; }),
+            "kernel metadata: field 'params[0].strides[0].param' is 'eps', which is not an i32 "
+            "or i64 parameter");
+  EXPECT_EQ(signatureError([](json& j) { j["params"][0]["strides"][0] = {{"param", "z"}}; }),
+            "kernel metadata: field 'params[0].strides[0].param' is 'z', which is not an i32 or "
+            "i64 parameter");
+}
+
+TEST(KernelSignature, MalformedRowsAreNamed) {
+  EXPECT_EQ(signatureError([](json& j) { j["rows"] = json::object(); }),
+            "kernel metadata: field 'rows' must be an array, got object");
+  EXPECT_EQ(signatureError([](json& j) { j["rows"][0] = {{"dim", "B"}}; }),
+            "kernel metadata: field 'rows[0].dim' is 'B', which is the size of no tensor "
+            "parameter");
+  EXPECT_EQ(signatureError([](json& j) { j["rows"][1] = {{"const", -4}}; }),
+            "kernel metadata: field 'rows[1].const' is -4, must be in [0, 9223372036854775807]");
+}
+
+// The ABI is the params (a pointer per tensor) then runtime sizes: a launch from tensors builds
+// it from that, so metadata where the two disagree cannot load.
+TEST(KernelSignature, TheAbiMustFollowTheParams) {
+  EXPECT_EQ(signatureError([](json& j) { j["abi"][1]["name"] = "z"; }),
+            "kernel metadata: field 'params' does not match 'abi': params[1] is ptr 'y', abi[1] "
+            "is ptr 'z'");
+  EXPECT_EQ(signatureError([](json& j) { j["abi"][2]["kind"] = "i32"; }),
+            "kernel metadata: field 'params' does not match 'abi': params[2] is i64 'x_stride', "
+            "abi[2] is i32 'x_stride'");
+  EXPECT_EQ(signatureError([](json& j) { j["abi"][4]["name"] = "N"; }),
+            "kernel metadata: field 'params' does not match 'abi': abi[4] (i64 'N') follows the "
+            "params but is not one of their runtime sizes");
+  EXPECT_EQ(signatureError([](json& j) { j["abi"].erase(4); j["abi"].erase(3); }),
+            "kernel metadata: field 'params' does not match 'abi': 4 params but 3 ABI arguments");
 }
 
 }  // namespace
