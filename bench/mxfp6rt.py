@@ -1,8 +1,10 @@
 """ctypes binding of libmxfp6rt's C API (runtime/mxfp6rt.h), for the benchmark.
 
-Needs no torch: arguments that are tensors only need a data_ptr() method (or are plain device
-addresses as ints). The runtime uses the device's primary CUDA context, the one PyTorch uses, so a
-torch tensor's data_ptr() and torch.cuda.current_stream().cuda_stream are valid here.
+Needs no torch: raw launches take anything with a data_ptr() method (or plain device addresses as
+ints); launches from tensors (Kernel.launch_tensors, Kernel.prepare_tensors) take anything that
+also has dtype, shape and stride() like a torch tensor, and the runtime checks them against the
+kernel's declaration. The runtime uses the device's primary CUDA context, the one PyTorch uses, so
+a torch tensor's data_ptr() and torch.cuda.current_stream().cuda_stream are valid here.
 """
 import ctypes
 import json
@@ -27,6 +29,32 @@ class MxrtArg(ctypes.Structure):
     _fields_ = [("kind", ctypes.c_int32), ("value", _ArgValue)]
 
 
+# mxrt_dtype codes, by the metadata's spelling, and the torch dtypes (by str(), so torch is not
+# imported here) that match them.
+DTYPES = {"bf16": 0, "f16": 1, "f32": 2, "i32": 3, "i64": 4, "u8": 5}
+TORCH_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32",
+                "torch.int32": "i32", "torch.int64": "i64", "torch.uint8": "u8"}
+# mxrt_param_kind codes: a tensor, or a scalar of the parameter's dtype.
+PARAM_KINDS = {"tensor": 0, "i32": 1, "i64": 2, "f32": 3}
+MAX_DIMS = 8
+
+
+class MxrtTensor(ctypes.Structure):
+    """struct mxrt_tensor: sizes and strides in elements."""
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("sizes", ctypes.c_int64 * MAX_DIMS), ("strides", ctypes.c_int64 * MAX_DIMS)]
+
+
+class _ParamValue(ctypes.Union):
+    _fields_ = [("tensor", MxrtTensor), ("i32", ctypes.c_int32), ("i64", ctypes.c_int64),
+                ("f32", ctypes.c_float)]
+
+
+class MxrtParam(ctypes.Structure):
+    """struct mxrt_param: int32_t kind, then the union (at offset 8 on LP64)."""
+    _fields_ = [("kind", ctypes.c_int32), ("value", _ParamValue)]
+
+
 Grid = ctypes.c_uint32 * 3
 _P = ctypes.POINTER
 # Every function of mxfp6rt.h: name -> (restype, argtypes). Opaque handles are c_void_p. The smoke
@@ -49,6 +77,9 @@ SIGNATURES = {
     "mxrt_kernel_launch": (ctypes.c_int, [ctypes.c_void_p, _P(ctypes.c_uint32), ctypes.c_void_p, _P(MxrtArg),
                                           ctypes.c_size_t]),
     "mxrt_kernel_grid_for_rows": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, _P(ctypes.c_uint32)]),
+    "mxrt_kernel_launch_tensors": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, _P(MxrtParam), ctypes.c_size_t]),
+    "mxrt_kernel_prepare_tensors": (ctypes.c_int, [ctypes.c_void_p, _P(MxrtParam), ctypes.c_size_t, _P(MxrtArg),
+                                                   ctypes.c_size_t, _P(ctypes.c_size_t), _P(ctypes.c_uint32)]),
 }
 
 
@@ -150,6 +181,78 @@ def pack_args(metadata, values):
     return args
 
 
+_INT_RANGES = {"i32": (-2 ** 31, 2 ** 31 - 1), "i64": (-2 ** 63, 2 ** 63 - 1)}
+
+
+def _fill_tensor(slot, name, t):
+    """A torch-like tensor into an mxrt_tensor; the runtime checks dtype, shape and strides."""
+    if not all(hasattr(t, a) for a in ("data_ptr", "dtype", "shape", "stride")):
+        raise TypeError(f"argument {name!r} is a tensor parameter, got {type(t).__name__}")
+    dtype = TORCH_DTYPES.get(str(t.dtype), str(t.dtype))
+    if dtype not in DTYPES:
+        raise TypeError(f"argument {name!r} has dtype {t.dtype}, which no kernel parameter takes")
+    sizes, strides = tuple(t.shape), tuple(t.stride())
+    if len(sizes) > MAX_DIMS:
+        raise ValueError(f"argument {name!r} has {len(sizes)} dims, at most {MAX_DIMS}")
+    slot.kind = PARAM_KINDS["tensor"]
+    slot.value.tensor.data = t.data_ptr()
+    slot.value.tensor.dtype = DTYPES[dtype]
+    slot.value.tensor.ndim = len(sizes)
+    for d, (n, st) in enumerate(zip(sizes, strides)):
+        slot.value.tensor.sizes[d] = int(n)
+        slot.value.tensor.strides[d] = int(st)
+
+
+def _fill_scalar(slot, name, dtype, value):
+    """A Python number into an mxrt_param of the declared scalar type (ctypes would wrap an
+    out-of-range integer silently, so the range is checked here)."""
+    if hasattr(value, "data_ptr"):
+        raise TypeError(f"argument {name!r} is an {dtype} scalar, got a tensor")
+    slot.kind = PARAM_KINDS[dtype]
+    if dtype == "f32":
+        slot.value.f32 = float(value)
+        return
+    if int(value) != value:
+        raise TypeError(f"argument {name!r} is an {dtype} scalar, got {value!r}")
+    lo, hi = _INT_RANGES[dtype]
+    if not lo <= int(value) <= hi:
+        raise OverflowError(f"argument {name!r} is an {dtype} scalar, {value} is out of range")
+    setattr(slot.value, dtype, int(value))
+
+
+def pack_params(metadata, args=(), values=None):
+    """An mxrt_param array for a launch from tensors: one entry per declared parameter (the
+    metadata's "params"), taken from `args` in declaration order, then by name from `values`;
+    an omitted scalar with a declared default takes it. Extra names in `values` are ignored, so a
+    dict holding ABI sizes as well (pack_args' input) serves too."""
+    params = metadata.get("params")
+    if params is None:
+        raise ValueError(f"kernel {metadata['kernel']}: its metadata has no 'params' (compiled before "
+                         "launches from tensors); recompile it, or use pack_args")
+    if len(args) > len(params):
+        raise TypeError(f"kernel {metadata['kernel']} takes {len(params)} arguments, got {len(args)}")
+    values = dict(values or {})
+    for p, a in zip(params, args):
+        if p["name"] in values:
+            raise TypeError(f"kernel {metadata['kernel']}: argument {p['name']!r} given twice")
+        values[p["name"]] = a
+    packed = (MxrtParam * len(params))()
+    missing = []
+    for slot, p in zip(packed, params):
+        name = p["name"]
+        if name not in values and p["kind"] == "scalar" and "default" in p:
+            values[name] = p["default"]
+        if name not in values:
+            missing.append(name)
+        elif p["kind"] == "tensor":
+            _fill_tensor(slot, name, values[name])
+        else:
+            _fill_scalar(slot, name, p["dtype"], values[name])
+    if missing:
+        raise TypeError(f"kernel {metadata['kernel']}: no value for argument(s) {', '.join(missing)}")
+    return packed
+
+
 class Kernel:
     """A loaded code object. launch() takes a packed argument array so a timing loop pays only
     for the ctypes call; launch_rows() packs from names each time, as an unprepared caller would."""
@@ -188,6 +291,44 @@ class Kernel:
 
     def launch_rows(self, values, rows, stream=None):
         self.launch(self.pack(values), self.grid(rows), stream)
+
+    @property
+    def takes_tensors(self):
+        """Whether the metadata declares the parameters (what launches from tensors check)."""
+        return "params" in self.metadata
+
+    def launch_tensors(self, *args, stream=None, **values):
+        """Launches from tensors and scalars (pack_params: positional in declaration order, or
+        by name): the runtime checks every dtype, shape and stride against the kernel's
+        declaration, derives the runtime sizes and the grid, and launches; an empty row space
+        launches nothing."""
+        params = pack_params(self.metadata, args, values)
+        self.rt.check(self.rt.lib.mxrt_kernel_launch_tensors(self.handle, stream, params, len(params)),
+                      f"mxrt_kernel_launch_tensors({self.name})")
+
+    def prepare_tensors(self, *args, **values):
+        """The same checks once, giving (args, grid) for launch(), so a timing loop pays only for
+        the raw launch. grid[0] == 0 (an empty row space) means there is nothing to launch."""
+        params = pack_params(self.metadata, args, values)
+        raw = (MxrtArg * len(self.metadata["abi"]))()
+        count, grid = ctypes.c_size_t(), Grid()
+        self.rt.check(self.rt.lib.mxrt_kernel_prepare_tensors(self.handle, params, len(params), raw, len(raw),
+                                                              ctypes.byref(count), grid),
+                      f"mxrt_kernel_prepare_tensors({self.name})")
+        return raw, grid
+
+    def prepare(self, values, rows):
+        """(args, grid) for launch() from `values` by name (pack_args' dict). Where the metadata
+        declares the parameters, the runtime checks the tensors against them and derives the
+        grid, which must then be the one for `rows` (else the caller's row count and its shapes
+        disagree); older metadata is packed by ABI name, unchecked."""
+        if not self.takes_tensors:
+            return self.pack(values), self.grid(rows)
+        args, grid = self.prepare_tensors(**values)
+        if list(grid) != list(self.grid(rows)):
+            raise ValueError(f"{self.name}: the tensors give grid {list(grid)}, {rows} rows give "
+                             f"{list(self.grid(rows))}")
+        return args, grid
 
     def unload(self):
         if self.handle:

@@ -117,7 +117,7 @@ def run_ours(ctx, p):
             launches = []
             for st in plan.stages:
                 k = ctx.kernel(st.code_path)
-                launches.append((k, k.pack(st.values(outs, scratch)), k.grid(st.rows)))
+                launches.append((k, *k.prepare(st.values(outs, scratch), st.rows)))
             e["grid"] = list(launches[0][2])
             if len(plan.stages) > 1:
                 e["stages"] = [{"kernel": st.meta.get("kernel"), "config": mxfp6rt.config_tag(st.meta),

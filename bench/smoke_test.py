@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """CPU smoke test of the benchmark harness, for CI (no GPU, no torch, no matplotlib needed):
-every bench/*.py compiles; the ctypes table matches runtime/mxfp6rt.h; the library loads and
-answers errors through mxrt_last_error; every code object's metadata packs into launch arguments;
+every bench/*.py compiles; the ctypes table and structs match runtime/mxfp6rt.h; the library loads
+and answers errors through mxrt_last_error; every code object's metadata packs into launch
+arguments, raw and from tensors;
 the MXFP6 encoder the packers are checked against reproduces the spec's worked examples (pure
 Python: mxfp6_spec.self_test); the report derives figures and verdicts from a synthetic run.
 
@@ -9,6 +10,7 @@ Python: mxfp6_spec.self_test); the report derives figures and verdicts from a sy
 """
 import argparse
 import ctypes
+import json
 import pathlib
 import py_compile
 import re
@@ -49,6 +51,8 @@ C_TYPES = {
     "const mxrt_kernel*": ctypes.c_void_p, "mxrt_device**": ctypes.POINTER(ctypes.c_void_p),
     "mxrt_kernel**": ctypes.POINTER(ctypes.c_void_p), "const mxrt_arg*": ctypes.POINTER(mxfp6rt.MxrtArg),
     "uint32_t[3]": ctypes.POINTER(ctypes.c_uint32), "const uint32_t[3]": ctypes.POINTER(ctypes.c_uint32),
+    "const mxrt_param*": ctypes.POINTER(mxfp6rt.MxrtParam), "mxrt_arg*": ctypes.POINTER(mxfp6rt.MxrtArg),
+    "size_t*": ctypes.POINTER(ctypes.c_size_t),
 }
 
 
@@ -88,8 +92,67 @@ def arg_layout():
     # struct mxrt_arg { int32_t kind; union { void*, int32_t, int64_t, float } value; } on LP64.
     assert ctypes.sizeof(mxfp6rt.MxrtArg) == 16
     assert mxfp6rt.MxrtArg.value.offset == 8
-    enum = re.findall(r"MXRT_ARG_(\w+)\s*=\s*(\d+)", (mxfp6rt.REPO / "runtime" / "mxfp6rt.h").read_text())
+    header = (mxfp6rt.REPO / "runtime" / "mxfp6rt.h").read_text()
+    enum = re.findall(r"MXRT_ARG_(\w+)\s*=\s*(\d+)", header)
     assert {k.lower(): int(v) for k, v in enum} == mxfp6rt.ARG_KINDS
+
+
+def param_layout():
+    # struct mxrt_tensor { void*; int32_t dtype, ndim; int64_t sizes[8], strides[8]; } and
+    # struct mxrt_param { int32_t kind; union { mxrt_tensor, int32_t, int64_t, float } value; }.
+    header = (mxfp6rt.REPO / "runtime" / "mxfp6rt.h").read_text()
+    assert int(re.search(r"#define MXRT_MAX_DIMS (\d+)", header).group(1)) == mxfp6rt.MAX_DIMS
+    assert ctypes.sizeof(mxfp6rt.MxrtTensor) == 16 + 16 * mxfp6rt.MAX_DIMS
+    assert mxfp6rt.MxrtParam.value.offset == 8
+    assert ctypes.sizeof(mxfp6rt.MxrtParam) == 8 + ctypes.sizeof(mxfp6rt.MxrtTensor)
+    dtypes = re.findall(r"MXRT_DTYPE_(\w+)\s*=\s*(\d+)", header)
+    assert {k.lower(): int(v) for k, v in dtypes} == mxfp6rt.DTYPES
+    kinds = re.findall(r"MXRT_PARAM_(\w+)\s*=\s*(\d+)", header)
+    assert {k.lower(): int(v) for k, v in kinds} == mxfp6rt.PARAM_KINDS
+
+
+class FakeTensor:
+    """What pack_params reads of a torch tensor, contiguous, at a made-up address."""
+    def __init__(self, dtype, shape, address=4096):
+        torch_names = {v: k for k, v in mxfp6rt.TORCH_DTYPES.items()}
+        self.dtype, self.shape, self.address = torch_names[dtype], tuple(shape), address
+
+    def data_ptr(self):
+        return self.address
+
+    def stride(self):
+        strides, inner = [], 1
+        for n in reversed(self.shape):
+            strides.insert(0, inner)
+            inner *= n
+        return tuple(strides)
+
+
+def params_pack(folder):
+    """Every code object's "params" packs from tensors of its declared shapes (runtime sizes 4)."""
+    objects = [(path, meta) for path, meta in mxfp6rt.find_code_objects(folder, recursive=True) if "params" in meta]
+    assert objects, f"no code objects with 'params' in {folder}"
+    for path, meta in objects:
+        values = {}
+        for p in meta["params"]:
+            if p["kind"] == "tensor":
+                values[p["name"]] = FakeTensor(p["dtype"], [d.get("const", 4) for d in p["dims"]])
+            elif "default" not in p:
+                values[p["name"]] = 8
+        packed = mxfp6rt.pack_params(meta, values=values)
+        kinds = [mxfp6rt.PARAM_KINDS["tensor" if p["kind"] == "tensor" else p["dtype"]] for p in meta["params"]]
+        assert [s.kind for s in packed] == kinds, path
+        for slot, p in zip(packed, meta["params"]):
+            if p["kind"] == "tensor":
+                assert slot.value.tensor.ndim == len(p["dims"]), path
+                assert slot.value.tensor.dtype == mxfp6rt.DTYPES[p["dtype"]], path
+        first = meta["params"][0]["name"]
+        values.pop(first)
+        try:
+            mxfp6rt.pack_params(meta, values=values)
+            raise AssertionError("a missing argument must raise")
+        except TypeError as e:
+            assert first in str(e), e
 
 
 def library_errors(lib):
@@ -103,6 +166,8 @@ def library_errors(lib):
     assert rt.lib.mxrt_kernel_grid_for_rows(None, 4, grid) == 1
     assert "kernel is NULL" in rt.last_error(), rt.last_error()
     assert rt.lib.mxrt_kernel_launch(None, grid, None, (mxfp6rt.MxrtArg * 1)(), 1) == 1
+    assert rt.lib.mxrt_kernel_launch_tensors(None, None, (mxfp6rt.MxrtParam * 1)(), 1) == 1
+    assert "mxrt_kernel_launch_tensors: kernel is NULL" in rt.last_error(), rt.last_error()
 
 
 def metadata_packs(folder):
@@ -119,6 +184,69 @@ def metadata_packs(folder):
             raise AssertionError("a missing ABI value must raise")
         except KeyError:
             pass
+
+
+class FakeLaunch(ctypes.Structure):
+    """tests/runtime/fake_launch.h: what the fake driver's last cuLaunchKernel received."""
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("max_dynamic_shared", ctypes.c_int), ("launches", ctypes.c_int),
+                ("param_count", ctypes.c_int), ("params", ctypes.c_uint64 * 32)]
+
+
+def fake_entry_ptx(meta):
+    """A PTX entry with the metadata's ABI, which the fake driver records and does not run."""
+    width = {"ptr": "u64", "i64": "u64", "i32": "u32", "f32": "f32"}
+    params = ", ".join(f".param .{width[a['kind']]} p{i}" for i, a in enumerate(meta["abi"]))
+    return f".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry {meta['entry']}({params})\n{{\n    ret;\n}}\n"
+
+
+def tensors_through_fake_driver(lib, fake_driver, folder):
+    """ln_modulate_fwd's real metadata: launch_tensors reaches the driver as the compiled ABI with
+    T and B from the shapes and the grid from T; a wrong shape is refused naming the argument;
+    prepare_tensors gives the same raw launch."""
+    found = mxfp6rt.find_code_objects(folder, kernel="ln_modulate_fwd", target="sm_90")
+    assert found, f"no sm_90 ln_modulate_fwd in {folder}"
+    meta = found[0][1]
+    T, B, D = 5, 2, meta["config"]["D"]
+    rt = mxfp6rt.Runtime(lib)
+    dev = rt.open_device("cuda", driver_path=fake_driver)
+    record = FakeLaunch.in_dll(ctypes.CDLL(fake_driver), "fake_cuda_last_launch")
+    with tempfile.TemporaryDirectory() as d:
+        code = pathlib.Path(d) / "k.ptx"
+        code.write_text(fake_entry_ptx(meta))
+        (pathlib.Path(d) / "k.ptx.json").write_text(json.dumps(meta))
+        k = dev.load(code)
+    mib = 1 << 20
+    x, scale, shift, y = (FakeTensor("bf16", s, (i + 1) * mib) for i, s in enumerate([(T, D), (B, D), (B, D), (T, D)]))
+    mean, rstd = FakeTensor("f32", (T,), 5 * mib), FakeTensor("f32", (T,), 6 * mib)
+    k.launch_tensors(x, scale, shift, y, mean, rstd, sample_div=T)  # eps takes its default
+    rows_per_program = meta["rows_per_program"]
+    assert list(record.grid) == [(T + rows_per_program - 1) // rows_per_program, 1, 1], list(record.grid)
+    params = list(record.params[:record.param_count])
+    assert params[:6] == [mib * i for i in range(1, 7)], params
+    assert params[6] == T and params[8:] == [T, B], params
+    assert abs(ctypes.c_float.from_buffer_copy(ctypes.c_uint32(params[7])).value - 1e-6) < 1e-12
+    try:
+        k.launch_tensors(x, FakeTensor("f32", (B, D), 2 * mib), shift, y, mean, rstd, sample_div=T)
+        raise AssertionError("an f32 scale must be refused")
+    except mxfp6rt.MxrtError as e:
+        assert e.status == 1 and f"argument 'scale' (1): expected bf16[B, {D}], got f32[{B}, {D}]" in str(e), e
+    launches = record.launches
+    raw, grid = k.prepare_tensors(x, scale, shift, y, mean, rstd, sample_div=T, eps=1e-6)
+    k.launch(raw, grid)
+    assert record.launches == launches + 1 and list(record.params[:record.param_count]) == params
+    # run.py's path: values by name (ABI sizes included), the grid checked against its row count.
+    values = {"x": x, "scale": scale, "shift": shift, "y": y, "mean": mean, "rstd": rstd, "sample_div": T,
+              "eps": 1e-6, "T": T, "B": B, "D": D}
+    raw, grid = k.prepare(values, T)
+    assert [a.value.i64 for a in raw[8:]] == [T, B] and list(grid) == list(record.grid)
+    try:
+        k.prepare(values, T + rows_per_program)
+        raise AssertionError("a row count the shapes do not give must raise")
+    except ValueError as e:
+        assert "rows give" in str(e), e
+    k.unload()
+    dev.close()
 
 
 def spec_self_test():
@@ -173,10 +301,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default=mxfp6rt.default_library_path())
     ap.add_argument("--kernels", default=str(mxfp6rt.REPO / "build" / "gpu_kernels"))
+    ap.add_argument("--fake-driver", help="tests/runtime's stand-in libcuda, to launch through on a CPU")
     args = ap.parse_args()
     case("every bench/*.py compiles", compiles)
     case("ctypes signatures match runtime/mxfp6rt.h", signatures_match_header)
     case("mxrt_arg layout and kind codes", arg_layout)
+    case("mxrt_param/mxrt_tensor layout, dtype and param kind codes", param_layout)
     if pathlib.Path(args.lib).is_file():
         case("library loads; errors come back through mxrt_last_error", lambda: library_errors(args.lib))
     else:
@@ -184,6 +314,12 @@ def main():
     if pathlib.Path(args.kernels).is_dir():
         case("every code object's metadata packs into launch arguments", lambda: metadata_packs(args.kernels))
         case("packers at C != 3072 only in the benchmark's subfolder", lambda: wide_packers(args.kernels))
+        case("every code object's params pack from tensors", lambda: params_pack(args.kernels))
+        if args.fake_driver and pathlib.Path(args.lib).is_file():
+            case("launches from tensors reach the fake driver as the compiled ABI",
+                 lambda: tensors_through_fake_driver(args.lib, args.fake_driver, args.kernels))
+        else:
+            print("skip  launches from tensors: no --fake-driver")
     else:
         print(f"skip  metadata checks: no {args.kernels}")
     case("MXFP6 spec encoder: worked examples, integer expressions == transcription", spec_self_test)

@@ -29,6 +29,13 @@ static_assert(static_cast<int32_t>(rt::ArgKind::Pointer) == MXRT_ARG_PTR);
 static_assert(static_cast<int32_t>(rt::ArgKind::I32) == MXRT_ARG_I32);
 static_assert(static_cast<int32_t>(rt::ArgKind::I64) == MXRT_ARG_I64);
 static_assert(static_cast<int32_t>(rt::ArgKind::F32) == MXRT_ARG_F32);
+static_assert(static_cast<int32_t>(rt::Dtype::BF16) == MXRT_DTYPE_BF16);
+static_assert(static_cast<int32_t>(rt::Dtype::F16) == MXRT_DTYPE_F16);
+static_assert(static_cast<int32_t>(rt::Dtype::F32) == MXRT_DTYPE_F32);
+static_assert(static_cast<int32_t>(rt::Dtype::I32) == MXRT_DTYPE_I32);
+static_assert(static_cast<int32_t>(rt::Dtype::I64) == MXRT_DTYPE_I64);
+static_assert(static_cast<int32_t>(rt::Dtype::U8) == MXRT_DTYPE_U8);
+static_assert(rt::kMaxTensorDims == MXRT_MAX_DIMS);
 
 thread_local std::string lastError;
 
@@ -57,6 +64,53 @@ int guarded(const char* function, Body&& body) noexcept {
 
 int nullArgument(const char* function, const char* name) {
   return fail(MXRT_ERROR_INVALID_ARGUMENT, std::string(function) + ": " + name + " is NULL");
+}
+
+/// The C++ form of a C parameter list; an unknown kind code is an error naming its index. An
+/// unknown dtype code passes through, for prepareLaunch to name with the argument.
+mxfp6::Expected<std::vector<rt::ParamArg>> convertParams(const mxrt_param* params, size_t n) {
+  std::vector<rt::ParamArg> converted(n);
+  for (size_t i = 0; i < n; ++i) {
+    const mxrt_param& p = params[i];
+    switch (p.kind) {
+      case MXRT_PARAM_TENSOR: {
+        const mxrt_tensor& t = p.value.tensor;
+        rt::TensorArg tensor;
+        tensor.data = t.data;
+        tensor.dtype = static_cast<rt::Dtype>(t.dtype);
+        tensor.ndim = t.ndim;
+        for (int d = 0; d < MXRT_MAX_DIMS; ++d) {
+          tensor.sizes[d] = t.sizes[d];
+          tensor.strides[d] = t.strides[d];
+        }
+        converted[i] = tensor;
+        break;
+      }
+      case MXRT_PARAM_I32: converted[i] = rt::LaunchArg::i32(p.value.i32); break;
+      case MXRT_PARAM_I64: converted[i] = rt::LaunchArg::i64(p.value.i64); break;
+      case MXRT_PARAM_F32: converted[i] = rt::LaunchArg::f32(p.value.f32); break;
+      default:
+        return Status::error("params[" + std::to_string(i) + "] has unknown kind " +
+                             std::to_string(p.kind));
+    }
+  }
+  return converted;
+}
+
+/// Checks a C parameter list; caller mistakes are MXRT_ERROR_INVALID_ARGUMENT.
+int prepare(const char* function, const mxrt_kernel* kernel, const mxrt_param* params,
+            size_t nparams, rt::PreparedLaunch& prepared) {
+  if (kernel == nullptr) return nullArgument(function, "kernel");
+  if (params == nullptr && nparams != 0) return nullArgument(function, "params");
+  const rt::KernelMetadata& metadata = kernel->kernel->metadata();
+  auto converted = convertParams(params, nparams);
+  if (!converted.isOk())
+    return fail(MXRT_ERROR_INVALID_ARGUMENT,
+                "kernel " + metadata.kernel + ": " + converted.status().message());
+  auto checked = rt::prepareLaunch(metadata, *converted);
+  if (!checked.isOk()) return fromStatus(checked.status(), MXRT_ERROR_INVALID_ARGUMENT);
+  prepared = checked.take();
+  return MXRT_SUCCESS;
 }
 
 }  // namespace
@@ -215,6 +269,50 @@ int mxrt_kernel_launch(const mxrt_kernel* kernel, const uint32_t grid[3], void* 
                       ? checked.message()
                       : "kernel " + metadata.kernel + ": " + checked.message());
     return fromStatus(kernel->kernel->launch(dims, stream, argSpan), MXRT_ERROR_DRIVER);
+  });
+}
+
+int mxrt_kernel_launch_tensors(const mxrt_kernel* kernel, void* stream, const mxrt_param* params,
+                               size_t nparams) {
+  return guarded("mxrt_kernel_launch_tensors", [&] {
+    rt::PreparedLaunch prepared;
+    if (int status = prepare("mxrt_kernel_launch_tensors", kernel, params, nparams, prepared))
+      return status;
+    if (prepared.rows == 0) return static_cast<int>(MXRT_SUCCESS);  // an empty batch
+    return fromStatus(kernel->kernel->launch(prepared.grid, stream, prepared.args),
+                      MXRT_ERROR_DRIVER);
+  });
+}
+
+int mxrt_kernel_prepare_tensors(const mxrt_kernel* kernel, const mxrt_param* params,
+                                size_t nparams, mxrt_arg* args, size_t max_args, size_t* nargs,
+                                uint32_t grid[3]) {
+  return guarded("mxrt_kernel_prepare_tensors", [&] {
+    const char* function = "mxrt_kernel_prepare_tensors";
+    if (nargs == nullptr) return nullArgument(function, "nargs");
+    if (grid == nullptr) return nullArgument(function, "grid");
+    if (args == nullptr && max_args != 0) return nullArgument(function, "args");
+    *nargs = 0;
+    rt::PreparedLaunch prepared;
+    if (int status = prepare(function, kernel, params, nparams, prepared)) return status;
+    if (prepared.args.size() > max_args)
+      return fail(MXRT_ERROR_INVALID_ARGUMENT,
+                  std::string(function) + ": the kernel takes " +
+                      std::to_string(prepared.args.size()) + " raw arguments, max_args is " +
+                      std::to_string(max_args));
+    for (size_t i = 0; i < prepared.args.size(); ++i) {
+      const rt::LaunchArg& a = prepared.args[i];
+      args[i].kind = static_cast<int32_t>(a.kind);
+      switch (a.kind) {
+        case rt::ArgKind::Pointer: args[i].value.ptr = a.value.ptr; break;
+        case rt::ArgKind::I32: args[i].value.i32 = a.value.i32; break;
+        case rt::ArgKind::I64: args[i].value.i64 = a.value.i64; break;
+        case rt::ArgKind::F32: args[i].value.f32 = a.value.f32; break;
+      }
+    }
+    *nargs = prepared.args.size();
+    for (int i = 0; i < 3; ++i) grid[i] = prepared.grid[i];
+    return static_cast<int>(MXRT_SUCCESS);
   });
 }
 

@@ -47,6 +47,47 @@ typedef struct mxrt_arg {
   } value;
 } mxrt_arg;
 
+/* Element types, as in the metadata's "params" ("bf16", "f16", "f32", "i32", "i64", "u8"). */
+typedef enum mxrt_dtype {
+  MXRT_DTYPE_BF16 = 0,
+  MXRT_DTYPE_F16 = 1,
+  MXRT_DTYPE_F32 = 2,
+  MXRT_DTYPE_I32 = 3,
+  MXRT_DTYPE_I64 = 4,
+  MXRT_DTYPE_U8 = 5
+} mxrt_dtype;
+
+#define MXRT_MAX_DIMS 8
+
+/* A tensor argument: device memory viewed with sizes and strides counted in elements (as
+ * torch's size() and stride() give them). Entries past ndim are ignored. */
+typedef struct mxrt_tensor {
+  void* data;     /* a device address */
+  int32_t dtype;  /* an mxrt_dtype */
+  int32_t ndim;
+  int64_t sizes[MXRT_MAX_DIMS];
+  int64_t strides[MXRT_MAX_DIMS];
+} mxrt_tensor;
+
+/* What an mxrt_param holds: a tensor, or a scalar of the kind's type (the mxrt_arg_kind codes). */
+typedef enum mxrt_param_kind {
+  MXRT_PARAM_TENSOR = 0,
+  MXRT_PARAM_I32 = 1,
+  MXRT_PARAM_I64 = 2,
+  MXRT_PARAM_F32 = 3
+} mxrt_param_kind;
+
+/* One declared kernel parameter's argument. */
+typedef struct mxrt_param {
+  int32_t kind; /* an mxrt_param_kind */
+  union {
+    mxrt_tensor tensor;
+    int32_t i32;
+    int64_t i64;
+    float f32;
+  } value;
+} mxrt_param;
+
 /* The message of the last failing call on this thread ("" if none). Valid until the next
  * failing call on this thread. Successful calls leave it unchanged. */
 MXRT_API const char* mxrt_last_error(void);
@@ -86,6 +127,22 @@ MXRT_API int mxrt_kernel_launch(const mxrt_kernel* kernel, const uint32_t grid[3
                                 const mxrt_arg* args, size_t nargs);
 /* grid[0] = ceil(rows / rows_per_program), grid[1] = grid[2] = 1; rows must be >= 1. */
 MXRT_API int mxrt_kernel_grid_for_rows(const mxrt_kernel* kernel, int64_t rows, uint32_t grid[3]);
+/* Launches from tensors: params holds one argument per declared parameter, in declaration order
+ * (mxfp6c list shows them). Each is checked against the kernel's declaration (dtype, ndim,
+ * sizes, strides, scalar kinds; runtime sizes such as T must agree across tensors), then the
+ * runtime sizes and the grid are derived from the shapes (runtime.h, prepareLaunch, lists every
+ * check). Any mismatch is MXRT_ERROR_INVALID_ARGUMENT with a message naming the argument. An
+ * empty row space (T = 0) launches nothing and succeeds. Metadata written without "params" is
+ * an error: use mxrt_kernel_launch. */
+MXRT_API int mxrt_kernel_launch_tensors(const mxrt_kernel* kernel, void* stream,
+                                        const mxrt_param* params, size_t nparams);
+/* The same checks, without launching: writes the raw arguments (*nargs of them; at most
+ * max_args, else MXRT_ERROR_INVALID_ARGUMENT) and the grid for mxrt_kernel_launch, so a loop
+ * that launches the same tensors again checks them once. grid[0] = 0 (an empty row space)
+ * means there is nothing to launch. */
+MXRT_API int mxrt_kernel_prepare_tensors(const mxrt_kernel* kernel, const mxrt_param* params,
+                                         size_t nparams, mxrt_arg* args, size_t max_args,
+                                         size_t* nargs, uint32_t grid[3]);
 
 #ifdef __cplusplus
 }

@@ -5,12 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/runtime/scoped_env.h"
+#include "tests/runtime/tensor_kernels.h"
 #include "tests/runtime/test_kernels.h"
 
 namespace {
@@ -144,6 +146,87 @@ TEST_F(CApi, LoadAndLaunchThroughTheFakeDriver) {
 
   EXPECT_EQ(mxrt_kernel_unload(kernel), MXRT_SUCCESS);
   EXPECT_EQ(mxrt_free(device, x), MXRT_SUCCESS);
+  EXPECT_EQ(mxrt_device_close(device), MXRT_SUCCESS);
+}
+
+mxrt_param tensorParam(void* data, int32_t dtype, std::vector<int64_t> sizes) {
+  mxrt_param p = {};
+  p.kind = MXRT_PARAM_TENSOR;
+  p.value.tensor.data = data;
+  p.value.tensor.dtype = dtype;
+  p.value.tensor.ndim = static_cast<int32_t>(sizes.size());
+  int64_t stride = 1;
+  for (size_t d = sizes.size(); d-- > 0;) {
+    p.value.tensor.sizes[d] = sizes[d];
+    p.value.tensor.strides[d] = stride;
+    stride *= sizes[d];
+  }
+  return p;
+}
+
+// Launches from tensors through the C API: checked (a mismatch is INVALID_ARGUMENT naming the
+// argument), launched, or prepared once into raw arguments for mxrt_kernel_launch.
+TEST_F(CApi, LaunchFromTensors) {
+  mxrt_device* device = nullptr;
+  ASSERT_EQ(mxrt_device_open("cuda", kFakeDriver, 0, &device), MXRT_SUCCESS) << mxrt_last_error();
+  const char* ptx = mxfp6::rt::testing::kTensorKernelsPtx;
+  mxrt_kernel* kernel = nullptr;
+  ASSERT_EQ(mxrt_kernel_load(device, ptx, std::strlen(ptx),
+                             mxfp6::rt::testing::kLnModulateFwdMetadata, &kernel),
+            MXRT_SUCCESS)
+      << mxrt_last_error();
+  // Addresses the fake driver never reads: its ln_modulate_fwd does nothing.
+  auto at = [](uintptr_t mib) { return reinterpret_cast<void*>(mib << 20); };
+  std::vector<mxrt_param> params = {
+      tensorParam(at(1), MXRT_DTYPE_BF16, {5, 3072}), tensorParam(at(2), MXRT_DTYPE_BF16, {2, 3072}),
+      tensorParam(at(3), MXRT_DTYPE_BF16, {2, 3072}), tensorParam(at(4), MXRT_DTYPE_BF16, {5, 3072}),
+      tensorParam(at(5), MXRT_DTYPE_F32, {5}),        tensorParam(at(6), MXRT_DTYPE_F32, {5}),
+      mxrt_param{}, mxrt_param{}};
+  params[6].kind = MXRT_PARAM_I32;
+  params[6].value.i32 = 5;
+  params[7].kind = MXRT_PARAM_F32;
+  params[7].value.f32 = 1e-6f;
+  EXPECT_EQ(mxrt_kernel_launch_tensors(kernel, nullptr, params.data(), params.size()),
+            MXRT_SUCCESS)
+      << mxrt_last_error();
+
+  mxrt_arg args[16];
+  size_t nargs = 0;
+  uint32_t grid[3] = {0, 0, 0};
+  ASSERT_EQ(mxrt_kernel_prepare_tensors(kernel, params.data(), params.size(), args, 16, &nargs,
+                                        grid),
+            MXRT_SUCCESS)
+      << mxrt_last_error();
+  ASSERT_EQ(nargs, 10u);
+  EXPECT_EQ(args[0].kind, MXRT_ARG_PTR);
+  EXPECT_EQ(args[0].value.ptr, at(1));
+  EXPECT_EQ(args[8].kind, MXRT_ARG_I64);
+  EXPECT_EQ(args[8].value.i64, 5);
+  EXPECT_EQ(args[9].value.i64, 2);
+  EXPECT_EQ(grid[0], 3u);
+  EXPECT_EQ(mxrt_kernel_launch(kernel, grid, nullptr, args, nargs), MXRT_SUCCESS)
+      << mxrt_last_error();
+  EXPECT_EQ(mxrt_kernel_prepare_tensors(kernel, params.data(), params.size(), args, 4, &nargs,
+                                        grid),
+            MXRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(mxrt_last_error(),
+               "mxrt_kernel_prepare_tensors: the kernel takes 10 raw arguments, max_args is 4");
+
+  params[1].value.tensor.dtype = MXRT_DTYPE_F32;
+  EXPECT_EQ(mxrt_kernel_launch_tensors(kernel, nullptr, params.data(), params.size()),
+            MXRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(mxrt_last_error(), "kernel ln_modulate_fwd: argument 'scale' (1): expected "
+                                  "bf16[B, 3072], got f32[2, 3072]");
+  params[1].value.tensor.dtype = MXRT_DTYPE_BF16;
+  params[7].kind = 7;
+  EXPECT_EQ(mxrt_kernel_launch_tensors(kernel, nullptr, params.data(), params.size()),
+            MXRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(mxrt_last_error(), "kernel ln_modulate_fwd: params[7] has unknown kind 7");
+  EXPECT_EQ(mxrt_kernel_launch_tensors(nullptr, nullptr, params.data(), params.size()),
+            MXRT_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(mxrt_last_error(), "mxrt_kernel_launch_tensors: kernel is NULL");
+
+  EXPECT_EQ(mxrt_kernel_unload(kernel), MXRT_SUCCESS);
   EXPECT_EQ(mxrt_device_close(device), MXRT_SUCCESS);
 }
 
