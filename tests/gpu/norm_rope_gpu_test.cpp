@@ -21,9 +21,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/interp/mxfp6.h"
 #include "tests/gpu/gpu_harness.h"
 
 namespace mxfp6 {
@@ -782,6 +784,195 @@ TEST_P(NormRopeBwdGpu, StridedDxIntoMixedQkvMatchesFp64InterpreterAndIsDetermini
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, NormRopeBwdGpu, shapesAndLayouts(), partTestName);
+
+// ---------------------------------------------------------------------------------------------
+// The packer prologue (kernels_dsl/norm_rope_bwd_pack.mxk): the whole-QKV backward computed per
+// 32-token x head tile and packed into the row and column MXFP6 blobs of d(mixed_qkv) [T, C],
+// then norm_rope_dw_reduce over P = T/32 * H partials. Bounds:
+//   bf16 d(mixed_qkv) of norm_rope_qkv_bwd_pack_bf16: dq/dk as the whole-QKV backward above (1 ulp,
+//            or 0.5*ulp_bf16(ref) + 2^-20 * terms), dv bit-exact;
+//   blobs:   bit-exact against the CPU encoder's packDual of that bf16 d(mixed_qkv), for both
+//            kernels (the one without the bf16 output computes the same bits);
+//   dw (f32): |gpu - ref| <= (32 + P + 8) * 2^-24 * sum over rows of |dn|~ * |u|;
+//   every output bit-identical across two runs.
+
+constexpr const char* kPrologueDsl = "kernels_dsl/norm_rope_bwd_pack.mxk";
+
+struct PrologueOutputs {
+  std::vector<uint8_t> rowData, rowScales, colData, colScales;
+  std::vector<uint16_t> dqkv;  // empty without the bf16 output
+  std::vector<float> dw;
+  bool operator==(const PrologueOutputs& o) const {
+    return rowData == o.rowData && rowScales == o.rowScales && colData == o.colData && colScales == o.colScales &&
+           dqkv == o.dqkv && sameBits(dw, o.dw);
+  }
+};
+
+Expected<PrologueOutputs> runPrologueOnGpu(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
+                                           const gputest::CodeObject& reduceObj, const kir::Kernel& reduce,
+                                           const Problem& p, const BwdInputs& in, bool withBf16) {
+  const Shape& s = p.shape;
+  int64_t TB = s.tokens / 32, H = s.heads, C = p.tokenStride, partials = TB * H, table = s.positions * kPairs;
+  gputest::DeviceArgs d;
+  ASSIGN_OR_RETURN(Buffers b, uploadProblem(dev, d, p));
+  auto up = [&](const auto& v) { return d.upload(dev, v.data(), v.size() * sizeof(v[0])); };
+  ASSIGN_OR_RETURN(void* dq, up(in.dq));
+  ASSIGN_OR_RETURN(void* dk, up(in.dk));
+  ASSIGN_OR_RETURN(void* dv, up(in.dv));
+  ASSIGN_OR_RETURN(void* qr, up(in.qRstd));
+  ASSIGN_OR_RETURN(void* kr, up(in.kRstd));
+  ASSIGN_OR_RETURN(void* rowData, d.output(dev, s.tokens * C * 3 / 4));
+  ASSIGN_OR_RETURN(void* rowScales, d.output(dev, s.tokens * C / 32));
+  ASSIGN_OR_RETURN(void* colData, d.output(dev, C * TB * 24));
+  ASSIGN_OR_RETURN(void* colScales, d.output(dev, C * TB));
+  ASSIGN_OR_RETURN(void* dwPart, d.output(dev, 2 * partials * kDh * 4));
+  ASSIGN_OR_RETURN(void* dw, d.output(dev, 2 * kDh * 4));
+  void* dqkv = nullptr;
+  if (withBf16) {
+    ASSIGN_OR_RETURN(dqkv, d.output(dev, p.qkv.size() * 2));
+  }
+  std::vector<interp::Arg> args = {
+      tensor(dq, kir::Dtype::BF16, {TB, 32, H, kDh}, s.tokens * H * kDh),
+      tensor(dk, kir::Dtype::BF16, {TB, 32, H, kDh}, s.tokens * H * kDh),
+      tensor(dv, kir::Dtype::BF16, {TB, 32, H, kDh}, s.tokens * H * kDh),
+      tensor(b.qkv, kir::Dtype::BF16, {TB, 32, 3, H, kDh}, int64_t(p.qkv.size())),
+      tensor(b.qWeight, kir::Dtype::BF16, {32, kDh}, kDh),  // expanded over the tile's rows (stride 0)
+      tensor(b.kWeight, kir::Dtype::BF16, {32, kDh}, kDh),
+      tensor(b.qCos, kir::Dtype::F32, {s.positions, kPairs}, table),
+      tensor(b.qSin, kir::Dtype::F32, {s.positions, kPairs}, table),
+      tensor(b.kCos, kir::Dtype::F32, {s.positions, kPairs}, table),
+      tensor(b.kSin, kir::Dtype::F32, {s.positions, kPairs}, table),
+      tensor(qr, kir::Dtype::F32, {TB, 32, H}, s.tokens * H),
+      tensor(kr, kir::Dtype::F32, {TB, 32, H}, s.tokens * H),
+      tensor(rowData, kir::Dtype::U8, {TB, 32, C * 3 / 4}, s.tokens * C * 3 / 4),
+      tensor(rowScales, kir::Dtype::U8, {TB, 32, C / 32}, s.tokens * C / 32),
+      tensor(colData, kir::Dtype::U8, {C, TB, 24}, C * TB * 24),
+      tensor(colScales, kir::Dtype::U8, {C, TB}, C * TB),
+      tensor(dwPart, kir::Dtype::F32, {2, TB, H, kDh}, 2 * partials * kDh)};
+  if (withBf16) args.push_back(tensor(dqkv, kir::Dtype::BF16, {TB, 32, 3, H, kDh}, int64_t(p.qkv.size())));
+  for (int64_t v : {32 * p.tokenStride, p.tokenStride, p.partStride, p.headStride, s.posDiv}) args.push_back(v);
+  RETURN_IF_ERROR(gputest::launch(dev, obj, kernel, args, partials));
+  std::vector<interp::Arg> reduceArgs = {tensor(dwPart, kir::Dtype::F32, {2, partials, kDh}, 2 * partials * kDh),
+                                         tensor(dw, kir::Dtype::F32, {2, kDh}, 2 * kDh)};
+  RETURN_IF_ERROR(gputest::launch(dev, reduceObj, reduce, reduceArgs, 2));
+  PrologueOutputs out;
+  ASSIGN_OR_RETURN(out.rowData, gputest::download<uint8_t>(dev, rowData, s.tokens * C * 3 / 4));
+  ASSIGN_OR_RETURN(out.rowScales, gputest::download<uint8_t>(dev, rowScales, s.tokens * C / 32));
+  ASSIGN_OR_RETURN(out.colData, gputest::download<uint8_t>(dev, colData, C * TB * 24));
+  ASSIGN_OR_RETURN(out.colScales, gputest::download<uint8_t>(dev, colScales, C * TB));
+  ASSIGN_OR_RETURN(out.dw, gputest::download<float>(dev, dw, 2 * kDh));
+  if (withBf16) {
+    ASSIGN_OR_RETURN(out.dqkv, gputest::download<uint16_t>(dev, dqkv, p.qkv.size()));
+  }
+  return out;
+}
+
+int64_t differingBytes(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return int64_t(std::max(a.size(), b.size()));
+  int64_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
+class NormRopePrologueGpu : public NormRopeGpu {};
+
+TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
+  auto withBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack_bf16");
+  auto withoutBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack");
+  auto reduceObjects = gputest::findCodeObjects("norm_rope_dw_reduce");
+  ASSERT_FALSE(withBf16.empty() || withoutBf16.empty() || reduceObjects.empty())
+      << "missing code objects in " << gputest::gpuKernelsDir();
+  std::string error;
+  auto reference = gputest::instantiateDsl(kDsl, "norm_rope_qkv_bwd", {}, error);
+  ASSERT_TRUE(reference) << error;
+  auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObjects.front().metadata.config, error);
+  ASSERT_TRUE(reduce) << error;
+
+  auto [shape, layout] = GetParam();
+  Problem p = makeProblem(shape, layout, 99 + shape.tokens + int(layout));
+  BwdInputs in = makeBwdInputs(p, 111 + shape.tokens);
+  int64_t rows = shape.tokens * shape.heads, C = p.tokenStride, partials = rows / 32;
+  // fp64 reference: norm_rope_qkv_bwd on the interpreter (its own partials; only the fp64 values
+  // and dw's exact sum are used).
+  int64_t refPartials = std::min<int64_t>(8192, rows);
+  std::vector<uint16_t> dqkv(p.qkv.size(), 0);
+  std::vector<float> dwPart(2 * refPartials * kDh);
+  std::vector<double> dqkv64(p.qkv.size()), dwPart64(2 * refPartials * kDh);
+  interp::RunOptions opts;
+  opts.fp64Outputs = {{12, &dqkv64}, {13, &dwPart64}};
+  Status ran = interp::run(*reference, bwdArgs(p, in, hostInputs(p), in.dq.data(), in.dk.data(), in.dv.data(),
+                                              in.qRstd.data(), in.kRstd.data(), dqkv.data(), dwPart.data(), refPartials),
+                           opts);
+  ASSERT_TRUE(ran.isOk()) << ran.message();
+  std::vector<double> dw64 = sumPartials(dwPart64, 2, refPartials), dwMag(2 * kDh, 0.0);
+  std::vector<double> terms(p.qkv.size(), 0.0);
+  addBwdMagnitudes(p, 0, in.dq, in.qRstd, terms, &dwMag[0]);
+  addBwdMagnitudes(p, 1, in.dk, in.kRstd, terms, &dwMag[kDh]);
+  double accumulation = std::ldexp(double(32 + partials + 8), -24);
+
+  // The _bf16 kernel's outputs by configuration: the kernel without the bf16 output must produce
+  // the same blobs at the same configuration (schedules may sum in different orders).
+  std::map<std::map<std::string, int64_t>, PrologueOutputs> bf16KernelOutputs;
+  for (const auto* objects : {&withBf16, &withoutBf16}) {
+    bool bf16Out = objects == &withBf16;
+    const char* name = bf16Out ? "norm_rope_qkv_bwd_pack_bf16" : "norm_rope_qkv_bwd_pack";
+    for (const gputest::CodeObject& obj : *objects) {
+      SCOPED_TRACE(obj.path);
+      auto kernel = gputest::instantiateDsl(kPrologueDsl, name, obj.metadata.config, error);
+      ASSERT_TRUE(kernel) << error;
+      auto first = runPrologueOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, bf16Out);
+      ASSERT_TRUE(first.isOk()) << first.status().message();
+      auto second = runPrologueOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, bf16Out);
+      ASSERT_TRUE(second.isOk()) << second.status().message();
+      auto format = mx::ElementFormat(kernel->config.at("FMT"));
+      auto mode = mx::ScaleMode(kernel->config.at("MODE"));
+      gputest::Bf16Check dqk;
+      int64_t dvMismatchRows = 0, blobBytes = 0;
+      if (bf16Out) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int part = 0; part < 2; ++part) addGradRow(dqk, first->dqkv, dqkv64, 0, terms, rowBase(p, r, part));
+          dvMismatchRows += std::memcmp(&first->dqkv[rowBase(p, r, 2)], &in.dv[r * kDh], kDh * 2) != 0;
+        }
+        Expected<mx::DualBlobs> blobs = mx::packDual(first->dqkv, shape.tokens, C, format, mode);
+        ASSERT_TRUE(blobs.isOk()) << blobs.status().message();
+        blobBytes = differingBytes(first->rowData, blobs->rows.data) +
+                    differingBytes(first->rowScales, blobs->rows.scales) +
+                    differingBytes(first->colData, blobs->columns.data) +
+                    differingBytes(first->colScales, blobs->columns.scales);
+        bf16KernelOutputs[kernel->config] = *first;
+      } else {
+        auto same = bf16KernelOutputs.find(kernel->config);
+        ASSERT_NE(same, bf16KernelOutputs.end()) << "no code object of the _bf16 kernel at " << configTag(obj);
+        blobBytes = differingBytes(first->rowData, same->second.rowData) +
+                    differingBytes(first->rowScales, same->second.rowScales) +
+                    differingBytes(first->colData, same->second.colData) +
+                    differingBytes(first->colScales, same->second.colScales);
+      }
+      DwCheck dw = checkDw(first->dw, dw64, dwMag, accumulation);
+      bool identical = *first == *second;
+      std::printf("RESULT %s+dw_reduce %-8s %-40s T=%-6lld H=%lld P=%lld %s/%s blob_bytes_differing=%lld "
+                  "(vs %s) | dq/dk: %s | dv_mismatch_rows=%lld | dw: max %.2f of bound, beyond=%lld | "
+                  "deterministic=%s\n",
+                  name, layoutName(layout), configTag(obj).c_str(), (long long)shape.tokens, (long long)shape.heads,
+                  (long long)partials, mx::elementFormatName(format), mx::scaleModeName(mode), (long long)blobBytes,
+                  bf16Out ? "packDual of its bf16 output" : "the _bf16 kernel's blobs",
+                  bf16Out ? dqk.summary().c_str() : "-", (long long)dvMismatchRows, dw.maxFraction,
+                  (long long)dw.beyond, identical ? "yes" : "NO");
+      if (bf16Out) dqk.expectOk("dq/dk");
+      EXPECT_EQ(blobBytes, 0);
+      EXPECT_EQ(dvMismatchRows, 0);
+      EXPECT_EQ(dw.beyond, 0);
+      EXPECT_TRUE(identical);
+    }
+  }
+}
+
+// T multiple of 32: 16384 tokens x 24 heads (Flux), and 96 tokens x 3 heads with 5 positions and
+// pos_div 2 (positions wrap inside a tile).
+INSTANTIATE_TEST_SUITE_P(Shapes, NormRopePrologueGpu,
+                         ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{96, 3, 5, 2}),
+                                            ::testing::Values(Layout::Megatron, Layout::Blocked)),
+                         layoutTestName);
 
 }  // namespace
 }  // namespace mxfp6
