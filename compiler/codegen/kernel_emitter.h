@@ -25,6 +25,7 @@ using kir::OpCode;
 
 constexpr unsigned kGlobalAddressSpace = 1;
 constexpr int64_t kMaxAccessBytes = 16;
+constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
 Type scalarType(MLIRContext* ctx, Dtype d);
 

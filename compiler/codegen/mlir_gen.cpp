@@ -671,6 +671,14 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     workgroup.push_back(t);
     sharedBytes += t.getNumElements() * kir::dtypeBytes(k_.ops[i].type.elem);
   }
+  // Static shared memory: 48 KB is what every target grants a program without opting in.
+  if (sharedBytes > kMaxStaticSharedBytes) {
+    emitError(kernelLoc) << "kernel '" << k_.name << "' needs " << sharedBytes
+                         << " bytes of shared memory (reductions and transpose buffers of " << rows_
+                         << " rows per program), more than the " << kMaxStaticSharedBytes
+                         << " a program may use; lower ROWS or the transposed tile";
+    return nullptr;
+  }
   auto func = gpu::GPUFuncOp::create(b_, entryName(k_), b_.getFunctionType(argTypes, {}), workgroup, TypeRange{});
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   int blockThreads = int(rows_ * threads_);

@@ -1,6 +1,9 @@
 // Every kernel of kernels_dsl/ and of the test fixtures compiles for every target at every
 // configuration its tunables allow, and at every value of each variant, down to the code
-// object (cubin needs ptxas; without it PTX is the last stage checked).
+// object (cubin needs ptxas; without it PTX is the last stage checked). Where a kernel's tuning
+// space has more than kMaxConfigs configurations (the tile packers: W x ROWS x THREADS x VEC),
+// a stated sample is compiled instead: kMaxConfigs configurations evenly spaced over the
+// enumeration order (the first and the last included), plus the default and every variant.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,9 +25,19 @@ std::vector<std::string> kernelFiles() {
   return files;
 }
 
-/// The tuning space at default sizes, plus the default config with each other variant value.
+constexpr size_t kMaxConfigs = 16;
+
+/// The tuning space at default sizes (or its sample), the default config, and the default
+/// config with each other variant value.
 std::vector<std::map<std::string, int64_t>> configsOf(const frontend::Module& m, const frontend::KernelInfo& k) {
-  std::vector<std::map<std::string, int64_t>> configs = frontend::enumerateConfigs(m, k.name, {});
+  std::vector<std::map<std::string, int64_t>> all = frontend::enumerateConfigs(m, k.name, {});
+  std::vector<std::map<std::string, int64_t>> configs;
+  if (all.size() <= kMaxConfigs) {
+    configs = all;
+  } else {
+    for (size_t i = 0; i < kMaxConfigs; ++i) configs.push_back(all[i * (all.size() - 1) / (kMaxConfigs - 1)]);
+    configs.push_back({});  // the default configuration
+  }
   for (const frontend::VariantInfo& v : k.variants)
     for (const std::string& value : v.values)
       if (value != v.defaultValue)

@@ -25,7 +25,7 @@ TEST(Diagnostics, SyntaxErrorPointsAtTheUnexpectedToken) {
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) require 1 == 1 : \"oops\n{ row t in T { } }"),
             "t.mxk:1:38: error: unterminated string\n");
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) { rows t in T { } }"),
-            "t.mxk:1:23: error: expected 'row' to start the row block, found identifier 'rows'\n");
+            "t.mxk:1:23: error: expected 'row' to start the row block, found 'rows'\n");
 }
 
 TEST(Diagnostics, UnknownIdentifier) {
