@@ -808,9 +808,11 @@ struct PrologueOutputs {
   }
 };
 
-Expected<PrologueOutputs> runPrologueOnGpu(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
-                                           const gputest::CodeObject& reduceObj, const kir::Kernel& reduce,
-                                           const Problem& p, const BwdInputs& in, bool withBf16) {
+/// Runs the prologue (`blobs`; with the bf16 output when `withBf16`) or, without `blobs`, the
+/// tiled backward norm_rope_qkv_bwd_tiles (bf16 output and partials), then the dw reduction.
+Expected<PrologueOutputs> runTilesOnGpu(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
+                                        const gputest::CodeObject& reduceObj, const kir::Kernel& reduce,
+                                        const Problem& p, const BwdInputs& in, bool blobs, bool withBf16) {
   const Shape& s = p.shape;
   int64_t TB = s.tokens / 32, H = s.heads, C = p.tokenStride, partials = TB * H, table = s.positions * kPairs;
   gputest::DeviceArgs d;
@@ -843,13 +845,20 @@ Expected<PrologueOutputs> runPrologueOnGpu(rt::Device& dev, const gputest::CodeO
       tensor(b.kCos, kir::Dtype::F32, {s.positions, kPairs}, table),
       tensor(b.kSin, kir::Dtype::F32, {s.positions, kPairs}, table),
       tensor(qr, kir::Dtype::F32, {TB, 32, H}, s.tokens * H),
-      tensor(kr, kir::Dtype::F32, {TB, 32, H}, s.tokens * H),
-      tensor(rowData, kir::Dtype::U8, {TB, 32, C * 3 / 4}, s.tokens * C * 3 / 4),
-      tensor(rowScales, kir::Dtype::U8, {TB, 32, C / 32}, s.tokens * C / 32),
-      tensor(colData, kir::Dtype::U8, {C, TB, 24}, C * TB * 24),
-      tensor(colScales, kir::Dtype::U8, {C, TB}, C * TB),
-      tensor(dwPart, kir::Dtype::F32, {2, TB, H, kDh}, 2 * partials * kDh)};
-  if (withBf16) args.push_back(tensor(dqkv, kir::Dtype::BF16, {TB, 32, 3, H, kDh}, int64_t(p.qkv.size())));
+      tensor(kr, kir::Dtype::F32, {TB, 32, H}, s.tokens * H)};
+  interp::TensorArg dqkvArg = tensor(dqkv, kir::Dtype::BF16, {TB, 32, 3, H, kDh}, int64_t(p.qkv.size()));
+  interp::TensorArg dwArg = tensor(dwPart, kir::Dtype::F32, {2, TB, H, kDh}, 2 * partials * kDh);
+  if (blobs) {
+    args.push_back(tensor(rowData, kir::Dtype::U8, {TB, 32, C * 3 / 4}, s.tokens * C * 3 / 4));
+    args.push_back(tensor(rowScales, kir::Dtype::U8, {TB, 32, C / 32}, s.tokens * C / 32));
+    args.push_back(tensor(colData, kir::Dtype::U8, {C, TB, 24}, C * TB * 24));
+    args.push_back(tensor(colScales, kir::Dtype::U8, {C, TB}, C * TB));
+    args.push_back(dwArg);
+    if (withBf16) args.push_back(dqkvArg);
+  } else {
+    args.push_back(dqkvArg);
+    args.push_back(dwArg);
+  }
   for (int64_t v : {32 * p.tokenStride, p.tokenStride, p.partStride, p.headStride, s.posDiv}) args.push_back(v);
   RETURN_IF_ERROR(gputest::launch(dev, obj, kernel, args, partials));
   std::vector<interp::Arg> reduceArgs = {tensor(dwPart, kir::Dtype::F32, {2, partials, kDh}, 2 * partials * kDh),
@@ -874,6 +883,37 @@ int64_t differingBytes(const std::vector<uint8_t>& a, const std::vector<uint8_t>
   return n;
 }
 
+/// The fp64 reference of a tiled test: norm_rope_qkv_bwd on the interpreter (its own partials;
+/// only the fp64 values and dw's exact sum are used), the dq/dk bound terms and dw's magnitudes.
+struct TileReference {
+  std::vector<double> dqkv64, dw64, dwMag, terms;
+};
+
+TileReference tileReference(const Problem& p, const BwdInputs& in) {
+  std::string error;
+  auto reference = gputest::instantiateDsl(kDsl, "norm_rope_qkv_bwd", {}, error);
+  EXPECT_TRUE(reference) << error;
+  TileReference ref;
+  if (!reference) return ref;
+  int64_t rows = p.shape.tokens * p.shape.heads, refPartials = std::min<int64_t>(8192, rows);
+  std::vector<uint16_t> dqkv(p.qkv.size(), 0);
+  std::vector<float> dwPart(2 * refPartials * kDh);
+  std::vector<double> dwPart64(2 * refPartials * kDh);
+  ref.dqkv64.resize(p.qkv.size());
+  interp::RunOptions opts;
+  opts.fp64Outputs = {{12, &ref.dqkv64}, {13, &dwPart64}};
+  Status ran = interp::run(*reference, bwdArgs(p, in, hostInputs(p), in.dq.data(), in.dk.data(), in.dv.data(),
+                                              in.qRstd.data(), in.kRstd.data(), dqkv.data(), dwPart.data(), refPartials),
+                           opts);
+  EXPECT_TRUE(ran.isOk()) << ran.message();
+  ref.dw64 = sumPartials(dwPart64, 2, refPartials);
+  ref.dwMag.assign(2 * kDh, 0.0);
+  ref.terms.assign(p.qkv.size(), 0.0);
+  addBwdMagnitudes(p, 0, in.dq, in.qRstd, ref.terms, &ref.dwMag[0]);
+  addBwdMagnitudes(p, 1, in.dk, in.kRstd, ref.terms, &ref.dwMag[kDh]);
+  return ref;
+}
+
 class NormRopePrologueGpu : public NormRopeGpu {};
 
 TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
@@ -883,8 +923,6 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
   ASSERT_FALSE(withBf16.empty() || withoutBf16.empty() || reduceObjects.empty())
       << "missing code objects in " << gputest::gpuKernelsDir();
   std::string error;
-  auto reference = gputest::instantiateDsl(kDsl, "norm_rope_qkv_bwd", {}, error);
-  ASSERT_TRUE(reference) << error;
   auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObjects.front().metadata.config, error);
   ASSERT_TRUE(reduce) << error;
 
@@ -892,22 +930,8 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
   Problem p = makeProblem(shape, layout, 99 + shape.tokens + int(layout));
   BwdInputs in = makeBwdInputs(p, 111 + shape.tokens);
   int64_t rows = shape.tokens * shape.heads, C = p.tokenStride, partials = rows / 32;
-  // fp64 reference: norm_rope_qkv_bwd on the interpreter (its own partials; only the fp64 values
-  // and dw's exact sum are used).
-  int64_t refPartials = std::min<int64_t>(8192, rows);
-  std::vector<uint16_t> dqkv(p.qkv.size(), 0);
-  std::vector<float> dwPart(2 * refPartials * kDh);
-  std::vector<double> dqkv64(p.qkv.size()), dwPart64(2 * refPartials * kDh);
-  interp::RunOptions opts;
-  opts.fp64Outputs = {{12, &dqkv64}, {13, &dwPart64}};
-  Status ran = interp::run(*reference, bwdArgs(p, in, hostInputs(p), in.dq.data(), in.dk.data(), in.dv.data(),
-                                              in.qRstd.data(), in.kRstd.data(), dqkv.data(), dwPart.data(), refPartials),
-                           opts);
-  ASSERT_TRUE(ran.isOk()) << ran.message();
-  std::vector<double> dw64 = sumPartials(dwPart64, 2, refPartials), dwMag(2 * kDh, 0.0);
-  std::vector<double> terms(p.qkv.size(), 0.0);
-  addBwdMagnitudes(p, 0, in.dq, in.qRstd, terms, &dwMag[0]);
-  addBwdMagnitudes(p, 1, in.dk, in.kRstd, terms, &dwMag[kDh]);
+  TileReference ref = tileReference(p, in);
+  ASSERT_FALSE(ref.dqkv64.empty());
   double accumulation = std::ldexp(double(32 + partials + 8), -24);
 
   // The _bf16 kernel's outputs by configuration: the kernel without the bf16 output must produce
@@ -920,9 +944,9 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
       SCOPED_TRACE(obj.path);
       auto kernel = gputest::instantiateDsl(kPrologueDsl, name, obj.metadata.config, error);
       ASSERT_TRUE(kernel) << error;
-      auto first = runPrologueOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, bf16Out);
+      auto first = runTilesOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out);
       ASSERT_TRUE(first.isOk()) << first.status().message();
-      auto second = runPrologueOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, bf16Out);
+      auto second = runTilesOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out);
       ASSERT_TRUE(second.isOk()) << second.status().message();
       auto format = mx::ElementFormat(kernel->config.at("FMT"));
       auto mode = mx::ScaleMode(kernel->config.at("MODE"));
@@ -930,7 +954,8 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
       int64_t dvMismatchRows = 0, blobBytes = 0;
       if (bf16Out) {
         for (int64_t r = 0; r < rows; ++r) {
-          for (int part = 0; part < 2; ++part) addGradRow(dqk, first->dqkv, dqkv64, 0, terms, rowBase(p, r, part));
+          for (int part = 0; part < 2; ++part)
+            addGradRow(dqk, first->dqkv, ref.dqkv64, 0, ref.terms, rowBase(p, r, part));
           dvMismatchRows += std::memcmp(&first->dqkv[rowBase(p, r, 2)], &in.dv[r * kDh], kDh * 2) != 0;
         }
         Expected<mx::DualBlobs> blobs = mx::packDual(first->dqkv, shape.tokens, C, format, mode);
@@ -948,7 +973,7 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
                     differingBytes(first->colData, same->second.colData) +
                     differingBytes(first->colScales, same->second.colScales);
       }
-      DwCheck dw = checkDw(first->dw, dw64, dwMag, accumulation);
+      DwCheck dw = checkDw(first->dw, ref.dw64, ref.dwMag, accumulation);
       bool identical = *first == *second;
       std::printf("RESULT %s+dw_reduce %-8s %-40s T=%-6lld H=%lld P=%lld %s/%s blob_bytes_differing=%lld "
                   "(vs %s) | dq/dk: %s | dv_mismatch_rows=%lld | dw: max %.2f of bound, beyond=%lld | "
@@ -969,10 +994,50 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
 
 // T multiple of 32: 16384 tokens x 24 heads (Flux), and 96 tokens x 3 heads with 5 positions and
 // pos_div 2 (positions wrap inside a tile).
-INSTANTIATE_TEST_SUITE_P(Shapes, NormRopePrologueGpu,
-                         ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{96, 3, 5, 2}),
-                                            ::testing::Values(Layout::Megatron, Layout::Blocked)),
-                         layoutTestName);
+auto tileShapesAndLayouts() {
+  return ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{96, 3, 5, 2}),
+                            ::testing::Values(Layout::Megatron, Layout::Blocked));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, NormRopePrologueGpu, tileShapesAndLayouts(), layoutTestName);
+
+// The tiled whole-QKV backward norm_rope_qkv_bwd_tiles: the bounds of the whole-QKV backward
+// (dq/dk 1 ulp or the cancellation bound, dv bit-exact), dw within (32 + P + 8) * 2^-24 * the
+// magnitudes, P = T/32 * H, deterministic.
+class NormRopeQkvBwdTilesGpu : public NormRopeGpu {};
+
+TEST_P(NormRopeQkvBwdTilesGpu, MatchesFp64InterpreterAndIsDeterministic) {
+  auto objects = gputest::findCodeObjects("norm_rope_qkv_bwd_tiles");
+  auto reduceObjects = gputest::findCodeObjects("norm_rope_dw_reduce");
+  ASSERT_FALSE(objects.empty() || reduceObjects.empty()) << "missing code objects in " << gputest::gpuKernelsDir();
+  std::string error;
+  auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObjects.front().metadata.config, error);
+  ASSERT_TRUE(reduce) << error;
+  auto [shape, layout] = GetParam();
+  Problem p = makeProblem(shape, layout, 77 + shape.tokens + int(layout));
+  BwdInputs in = makeBwdInputs(p, 88 + shape.tokens);
+  int64_t rows = shape.tokens * shape.heads, partials = rows / 32;
+  TileReference ref = tileReference(p, in);
+  ASSERT_FALSE(ref.dqkv64.empty());
+  double accumulation = std::ldexp(double(32 + partials + 8), -24);
+  forEachCodeObject(
+      objects, "norm_rope_qkv_bwd_tiles",
+      [&](const gputest::CodeObject& obj, const kir::Kernel& kernel) {
+        return runTilesOnGpu(*dev, obj, kernel, reduceObjects.front(), *reduce, p, in, false, true);
+      },
+      [&](const gputest::CodeObject& obj, const PrologueOutputs& out, bool identical) {
+        gputest::Bf16Check dqk;
+        int64_t dvMismatchRows = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int part = 0; part < 2; ++part) addGradRow(dqk, out.dqkv, ref.dqkv64, 0, ref.terms, rowBase(p, r, part));
+          dvMismatchRows += std::memcmp(&out.dqkv[rowBase(p, r, 2)], &in.dv[r * kDh], kDh * 2) != 0;
+        }
+        reportBwd("norm_rope_qkv_bwd_tiles", 8, layoutName(layout), obj, shape, partials, "dq/dk", dqk,
+                  "dv_mismatch_rows", dvMismatchRows, checkDw(out.dw, ref.dw64, ref.dwMag, accumulation), identical);
+      });
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, NormRopeQkvBwdTilesGpu, tileShapesAndLayouts(), layoutTestName);
 
 }  // namespace
 }  // namespace mxfp6

@@ -1,5 +1,6 @@
-// The packer prologue (kernels_dsl/norm_rope_bwd_pack.mxk) on the interpreter, against the two
-// kernels it fuses: norm_rope_qkv_bwd (kernels_dsl/norm_rope.mxk, itself checked on the GPU
+// The packer prologue (kernels_dsl/norm_rope_bwd_pack.mxk) and the tiled whole-QKV backward
+// (norm_rope_qkv_bwd_tiles, kernels_dsl/norm_rope.mxk) on the interpreter, against the kernels
+// they restructure or fuse: norm_rope_qkv_bwd (kernels_dsl/norm_rope.mxk, itself checked on the GPU
 // against independent bounds) writing the bf16 d(mixed_qkv), then the CPU encoder's packDual of
 // it. Both compute each element in the same fp64 order (the per-row sum over 128 ascending), so
 // the bound is 0 differing bytes in every blob; the bf16 d(mixed_qkv) of the _bf16 kernel is
@@ -129,10 +130,14 @@ struct PrologueOut {
   std::vector<uint16_t> dqkv;
 };
 
-PrologueOut runPrologue(const Problem& p, bool withBf16, int64_t fmt, int64_t mode) {
+/// The prologue (`blobs`: with or without its bf16 output `withBf16`), or with `blobs` false the
+/// tiled backward (bf16 output and dw partials only).
+PrologueOut runTiles(const Problem& p, bool blobs, bool withBf16, int64_t fmt = 0, int64_t mode = 0) {
   PrologueOut out;
-  auto k = instantiateFile("norm_rope_bwd_pack.mxk", withBf16 ? "norm_rope_qkv_bwd_pack_bf16" : "norm_rope_qkv_bwd_pack",
-                           {{"FMT", fmt}, {"MODE", mode}});
+  auto k = blobs ? instantiateFile("norm_rope_bwd_pack.mxk",
+                                   withBf16 ? "norm_rope_qkv_bwd_pack_bf16" : "norm_rope_qkv_bwd_pack",
+                                   {{"FMT", fmt}, {"MODE", mode}})
+                 : instantiateFile("norm_rope.mxk", "norm_rope_qkv_bwd_tiles");
   if (!k) return out;
   int64_t TB = p.T / 32, C = p.tokenStride;
   out.rowData.assign(p.T * C * 3 / 4, 0xA5);
@@ -151,14 +156,21 @@ PrologueOut runPrologue(const Problem& p, bool withBf16, int64_t fmt, int64_t mo
       TensorArg{const_cast<uint16_t*>(p.kWeight.data()), Dtype::BF16, {32, kDh}, kDh},
       view(p.qCos, Dtype::F32, {p.S, kPairs}), view(p.qSin, Dtype::F32, {p.S, kPairs}),
       view(p.kCos, Dtype::F32, {p.S, kPairs}), view(p.kSin, Dtype::F32, {p.S, kPairs}),
-      view(p.qRstd, Dtype::F32, {TB, 32, p.H}), view(p.kRstd, Dtype::F32, {TB, 32, p.H}),
-      view(out.rowData, Dtype::U8, {TB, 32, C * 3 / 4}), view(out.rowScales, Dtype::U8, {TB, 32, C / 32}),
-      view(out.colData, Dtype::U8, {C, TB, 24}), view(out.colScales, Dtype::U8, {C, TB}),
-      view(dwPart, Dtype::F32, {2, TB, p.H, kDh})};
-  if (withBf16) args.push_back(TensorArg{out.dqkv.data(), Dtype::BF16, {TB, 32, 3, p.H, kDh}, int64_t(out.dqkv.size())});
+      view(p.qRstd, Dtype::F32, {TB, 32, p.H}), view(p.kRstd, Dtype::F32, {TB, 32, p.H})};
+  TensorArg dqkv{out.dqkv.data(), Dtype::BF16, {TB, 32, 3, p.H, kDh}, int64_t(out.dqkv.size())};
+  if (blobs) {
+    for (Arg a : {view(out.rowData, Dtype::U8, {TB, 32, C * 3 / 4}), view(out.rowScales, Dtype::U8, {TB, 32, C / 32}),
+                  view(out.colData, Dtype::U8, {C, TB, 24}), view(out.colScales, Dtype::U8, {C, TB})})
+      args.push_back(a);
+    args.push_back(view(dwPart, Dtype::F32, {2, TB, p.H, kDh}));
+    if (withBf16) args.push_back(dqkv);
+  } else {
+    args.push_back(dqkv);
+    args.push_back(view(dwPart, Dtype::F32, {2, TB, p.H, kDh}));
+  }
   for (int64_t v : {32 * p.tokenStride, p.tokenStride, p.partStride, p.headStride, p.posDiv}) args.push_back(v);
   RunOptions opts;
-  opts.fp64Outputs = {{16, &dwPart64}};
+  opts.fp64Outputs = {{blobs ? 16 : 13, &dwPart64}};
   Status st = run(*k, args, opts);
   EXPECT_TRUE(st.isOk()) << st.message();
   out.dw.assign(2 * kDh, 0.0);
@@ -182,7 +194,7 @@ TEST_P(DslPrologue, EqualsTheBackwardThenTheDualPacker) {
     Expected<mx::DualBlobs> blobs = mx::packDual(ref.dqkv, p.T, C, mx::ElementFormat(fmt), mx::ScaleMode(mode));
     ASSERT_TRUE(blobs.isOk()) << blobs.status().message();
     for (bool withBf16 : {false, true}) {
-      PrologueOut out = runPrologue(p, withBf16, fmt, mode);
+      PrologueOut out = runTiles(p, /*blobs=*/true, withBf16, fmt, mode);
       EXPECT_EQ(out.rowData, blobs->rows.data);
       EXPECT_EQ(out.rowScales, blobs->rows.scales);
       EXPECT_EQ(out.colData, blobs->columns.data);
@@ -192,6 +204,17 @@ TEST_P(DslPrologue, EqualsTheBackwardThenTheDualPacker) {
         EXPECT_NEAR(out.dw[i], ref.dw[i], 1e-12 * (1 + std::fabs(ref.dw[i]))) << "dw element " << i;
     }
   }
+}
+
+TEST_P(DslPrologue, TiledBackwardEqualsTheRowBackward) {
+  bool megatron = GetParam();
+  Problem p = makeProblem(megatron, megatron ? 7 : 8);
+  Reference ref = runReference(p);
+  ASSERT_FALSE(ref.dqkv.empty());
+  PrologueOut out = runTiles(p, /*blobs=*/false, /*withBf16=*/true);
+  EXPECT_EQ(out.dqkv, ref.dqkv);
+  for (size_t i = 0; i < ref.dw.size(); ++i)
+    EXPECT_NEAR(out.dw[i], ref.dw[i], 1e-12 * (1 + std::fabs(ref.dw[i]))) << "dw element " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DslPrologue, ::testing::Values(true, false),
