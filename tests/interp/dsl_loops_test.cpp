@@ -27,6 +27,7 @@
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/interp/reference_rounding.h"
+#include "tests/interp/dsl_test_util.h"
 
 namespace mxfp6::interp {
 namespace {
@@ -34,11 +35,6 @@ namespace {
 using kir::Dtype;
 using testing::referenceBf16;
 using testing::referenceBf16Value;
-
-template <class T>
-TensorArg view(std::vector<T>& v, Dtype t, std::vector<int64_t> shape) {
-  return TensorArg{v.data(), t, std::move(shape), static_cast<int64_t>(v.size())};
-}
 
 bool sameBits(double a, double b) {
   return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);

@@ -17,42 +17,13 @@
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/interp/mxfp6.h"
+#include "tests/interp/dsl_test_util.h"
 
 namespace mxfp6::interp {
 namespace {
 
 using ::testing::HasSubstr;
 using kir::Dtype;
-
-template <class T>
-TensorArg view(std::vector<T>& v, Dtype t, std::vector<int64_t> shape) {
-  return TensorArg{v.data(), t, std::move(shape), static_cast<int64_t>(v.size())};
-}
-
-std::optional<kir::Kernel> instantiateFile(const std::string& kernel,
-                                           const std::map<std::string, int64_t>& config) {
-  frontend::DiagnosticEngine diags;
-  auto module = frontend::parseFile(std::string(MXFP6_SOURCE_DIR) + "/kernels_dsl/mxfp6_pack.mxk", diags);
-  if (!module) {
-    ADD_FAILURE() << diags.render();
-    return std::nullopt;
-  }
-  auto k = frontend::instantiate(*module, kernel, config, diags);
-  if (!k) ADD_FAILURE() << diags.render();
-  return k;
-}
-
-std::optional<kir::Kernel> instantiateSource(const std::string& source, const std::string& kernel) {
-  frontend::DiagnosticEngine diags;
-  auto module = frontend::parseSource("tiles.mxk", source, diags);
-  if (!module) {
-    ADD_FAILURE() << diags.render();
-    return std::nullopt;
-  }
-  auto k = frontend::instantiate(*module, kernel, {}, diags);
-  if (!k) ADD_FAILURE() << diags.render();
-  return k;
-}
 
 /// Blocks of N(0, 2^U(-20, 20)) bf16 values; some blocks zero, subnormal, saturating, or
 /// holding an Inf or a NaN (a block is 32 consecutive elements of a row or of a column, so the
@@ -108,7 +79,7 @@ TEST_P(DslPackers, RowColumnAndDualMatchTheCpuEncoderByteForByte) {
   std::map<std::string, int64_t> rowConfig = config;
   rowConfig["THREADS"] = 32;  // a schedule that fits C = 256 (the interpreter ignores it)
   rowConfig["VEC"] = 8;
-  auto rows = instantiateFile("mxfp6_pack_rows", rowConfig);
+  auto rows = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_rows", rowConfig);
   ASSERT_TRUE(rows);
   std::vector<Arg> rowArgs = {view(x, Dtype::BF16, {kR, kC}), view(rowData, Dtype::U8, {kR, kC * 3 / 4}),
                               view(rowScales, Dtype::U8, {kR, kC / 32})};
@@ -118,7 +89,7 @@ TEST_P(DslPackers, RowColumnAndDualMatchTheCpuEncoderByteForByte) {
   EXPECT_EQ(rowScales, ref->rows.scales);
 
   config["W"] = kW;
-  auto cols = instantiateFile("mxfp6_pack_cols", config);
+  auto cols = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_cols", config);
   ASSERT_TRUE(cols);
   std::vector<Arg> colArgs = {view(x, Dtype::BF16, {kRB, 32, kC}), view(colData, Dtype::U8, {kC, kRB, 24}),
                               view(colScales, Dtype::U8, {kC, kRB})};
@@ -129,7 +100,7 @@ TEST_P(DslPackers, RowColumnAndDualMatchTheCpuEncoderByteForByte) {
 
   std::vector<uint8_t> dualRowData(rowData.size(), 0x5A), dualRowScales(rowScales.size(), 0x5A);
   std::vector<uint8_t> dualColData(colData.size(), 0x5A), dualColScales(colScales.size(), 0x5A);
-  auto dual = instantiateFile("mxfp6_pack_dual", config);
+  auto dual = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_dual", config);
   ASSERT_TRUE(dual);
   std::vector<Arg> dualArgs = {view(x, Dtype::BF16, {kRB, 32, kC}),
                                view(dualRowData, Dtype::U8, {kRB, 32, kC * 3 / 4}),
@@ -156,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(DslPackers, AColumnPackerNeedsWholeBlocksOfRows) {
   // x is [RB, 32, C]: a row count that is not a multiple of 32 cannot be described.
-  auto cols = instantiateFile("mxfp6_pack_cols", {{"C", kC}, {"W", kW}});
+  auto cols = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_cols", {{"C", kC}, {"W", kW}});
   ASSERT_TRUE(cols);
   std::vector<uint16_t> x(40 * kC);
   std::vector<uint8_t> data(kC * 2 * 24), scales(kC * 2);

@@ -20,6 +20,7 @@
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/interp/mxfp6.h"
+#include "tests/interp/dsl_test_util.h"
 
 namespace mxfp6::interp {
 namespace {
@@ -27,29 +28,6 @@ namespace {
 using kir::Dtype;
 
 constexpr int64_t kDh = 128, kPairs = 64;
-
-template <class T>
-TensorArg view(std::vector<T>& v, Dtype t, std::vector<int64_t> shape) {
-  return TensorArg{v.data(), t, std::move(shape), static_cast<int64_t>(v.size())};
-}
-
-template <class T>
-TensorArg view(const std::vector<T>& v, Dtype t, std::vector<int64_t> shape) {
-  return view(const_cast<std::vector<T>&>(v), t, std::move(shape));
-}
-
-std::optional<kir::Kernel> instantiateFile(const std::string& file, const std::string& kernel,
-                                           const std::map<std::string, int64_t>& config = {}) {
-  frontend::DiagnosticEngine diags;
-  auto module = frontend::parseFile(std::string(MXFP6_SOURCE_DIR) + "/kernels_dsl/" + file, diags);
-  if (!module) {
-    ADD_FAILURE() << diags.render();
-    return std::nullopt;
-  }
-  auto k = frontend::instantiate(*module, kernel, config, diags);
-  if (!k) ADD_FAILURE() << diags.render();
-  return k;
-}
 
 uint16_t bf16(float f) { return uint16_t(std::bit_cast<uint32_t>(f) >> 16); }
 
@@ -95,7 +73,7 @@ struct Reference {
 };
 
 Reference runReference(const Problem& p) {
-  auto k = instantiateFile("norm_rope.mxk", "norm_rope_qkv_bwd");
+  auto k = instantiateKernelsDsl("norm_rope.mxk", "norm_rope_qkv_bwd");
   Reference ref;
   if (!k) return ref;
   int64_t partials = 3;
@@ -134,10 +112,10 @@ struct PrologueOut {
 /// tiled backward (bf16 output and dw partials only).
 PrologueOut runTiles(const Problem& p, bool blobs, bool withBf16, int64_t fmt = 0, int64_t mode = 0) {
   PrologueOut out;
-  auto k = blobs ? instantiateFile("norm_rope_bwd_pack.mxk",
+  auto k = blobs ? instantiateKernelsDsl("norm_rope_bwd_pack.mxk",
                                    withBf16 ? "norm_rope_qkv_bwd_pack_bf16" : "norm_rope_qkv_bwd_pack",
                                    {{"FMT", fmt}, {"MODE", mode}})
-                 : instantiateFile("norm_rope.mxk", "norm_rope_qkv_bwd_tiles");
+                 : instantiateKernelsDsl("norm_rope.mxk", "norm_rope_qkv_bwd_tiles");
   if (!k) return out;
   int64_t TB = p.T / 32, C = p.tokenStride;
   out.rowData.assign(p.T * C * 3 / 4, 0xA5);

@@ -19,30 +19,13 @@
 #include "compiler/frontend/frontend.h"
 #include "compiler/interp/interpreter.h"
 #include "compiler/interp/mxfp6.h"
+#include "tests/interp/dsl_test_util.h"
 
 namespace mxfp6::interp {
 namespace {
 
 using ::testing::HasSubstr;
 using kir::Dtype;
-
-template <class T>
-TensorArg view(std::vector<T>& v, Dtype t, std::vector<int64_t> shape) {
-  return TensorArg{v.data(), t, std::move(shape), static_cast<int64_t>(v.size())};
-}
-
-std::optional<kir::Kernel> instantiateSource(const std::string& source, const std::string& kernel,
-                                             const std::map<std::string, int64_t>& config) {
-  frontend::DiagnosticEngine diags;
-  auto module = frontend::parseSource("blocks.mxk", source, diags);
-  if (!module) {
-    ADD_FAILURE() << diags.render();
-    return std::nullopt;
-  }
-  auto k = frontend::instantiate(*module, kernel, config, diags);
-  if (!k) ADD_FAILURE() << diags.render();
-  return k;
-}
 
 bool sameBits(double a, double b) {
   return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);
@@ -228,7 +211,7 @@ TEST(InterpDsl, Pack6OfANonSixBitCodeIsAnErrorAtTheCall) {
   const Status st = run(*k, args);
   ASSERT_FALSE(st.isOk());
   EXPECT_THAT(st.message(),
-              HasSubstr("blocks.mxk:4:15: error: code 200 (element 3) is not a 6-bit code"));
+              HasSubstr("inline.mxk:4:15: error: code 200 (element 3) is not a 6-bit code"));
   EXPECT_THAT(st.message(), HasSubstr("row t=1"));
   EXPECT_EQ(std::vector<uint8_t>(packed.begin(), packed.begin() + 6),
             (std::vector<uint8_t>{0x81, 0x30, 0x10, 0x3F, 0x00, 0x00}));

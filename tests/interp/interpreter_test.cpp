@@ -13,6 +13,7 @@
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/interpreter.h"
 #include "tests/interp/kir_builder.h"
+#include "tests/interp/dsl_test_util.h"
 
 namespace mxfp6::interp {
 namespace {
@@ -23,11 +24,6 @@ using kir::Dtype;
 using kir::OpCode;
 constexpr int kColon = KirBuilder::kColon;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-template <class T>
-TensorArg view(std::vector<T>& v, kir::Dtype t, std::vector<int64_t> shape) {
-  return TensorArg{v.data(), t, std::move(shape), static_cast<int64_t>(v.size())};
-}
 
 /// shifted_copy(x: f32[T, 4], y: out f32[T, 4]) { row t in T { y[t, :] = x[t + delta, :] } }
 kir::Kernel shiftedCopy(int64_t delta) {

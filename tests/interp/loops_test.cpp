@@ -15,6 +15,7 @@
 
 #include "compiler/interp/interpreter.h"
 #include "tests/interp/kir_builder.h"
+#include "tests/interp/dsl_test_util.h"
 
 namespace mxfp6::interp {
 namespace {
@@ -25,11 +26,6 @@ using kir::Dtype;
 using kir::OpCode;
 constexpr int kColon = KirBuilder::kColon;
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-
-template <class T>
-TensorArg view(std::vector<T>& v, kir::Dtype t, std::vector<int64_t> shape) {
-  return TensorArg{v.data(), t, std::move(shape), static_cast<int64_t>(v.size())};
-}
 
 bool sameBits(double a, double b) {
   return std::bit_cast<uint64_t>(a) == std::bit_cast<uint64_t>(b);

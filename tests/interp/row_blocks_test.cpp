@@ -29,6 +29,7 @@
 #include "compiler/interp/mxfp6.h"
 #include "tests/interp/kir_builder.h"
 #include "tests/interp/reference_rounding.h"
+#include "tests/interp/dsl_test_util.h"
 
 namespace mxfp6::interp {
 namespace {
@@ -41,11 +42,6 @@ using kir::Dtype;
 using kir::OpCode;
 constexpr int kColon = KirBuilder::kColon;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-template <class T>
-TensorArg view(std::vector<T>& v, Dtype t, std::vector<int64_t> shape) {
-  return TensorArg{v.data(), t, std::move(shape), static_cast<int64_t>(v.size())};
-}
 
 /// Loads row `row` of a 2-D tensor whose inner dim has `cols` elements (row-major).
 int loadRow(KirBuilder& b, int param, int row, int64_t cols) {
