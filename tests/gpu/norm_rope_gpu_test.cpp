@@ -549,17 +549,31 @@ struct BwdOutputs {
   bool operator==(const BwdOutputs& o) const { return dqkv == o.dqkv && sameBits(dw, o.dw); }
 };
 
+/// A backward problem's inputs on the device: the problem's buffers and the gradients and rstd.
+struct BwdDeviceInputs {
+  Buffers b;
+  void *dq, *dk, *dv, *qr, *kr;
+};
+
+Expected<BwdDeviceInputs> uploadBwdInputs(rt::Device& dev, gputest::DeviceArgs& d, const Problem& p,
+                                          const BwdInputs& in) {
+  BwdDeviceInputs u;
+  ASSIGN_OR_RETURN(u.b, uploadProblem(dev, d, p));
+  auto up = [&](const auto& v) { return d.upload(dev, v.data(), v.size() * sizeof(v[0])); };
+  ASSIGN_OR_RETURN(u.dq, up(in.dq));
+  ASSIGN_OR_RETURN(u.dk, up(in.dk));
+  ASSIGN_OR_RETURN(u.dv, up(in.dv));
+  ASSIGN_OR_RETURN(u.qr, up(in.qRstd));
+  ASSIGN_OR_RETURN(u.kr, up(in.kRstd));
+  return u;
+}
+
 Expected<BwdOutputs> runBwdOnGpu(rt::Device& dev, const gputest::CodeObject& bwdObj, const kir::Kernel& bwd,
                                  const gputest::CodeObject& reduceObj, const kir::Kernel& reduce, const Problem& p,
                                  const BwdInputs& in, int64_t partials) {
   gputest::DeviceArgs d;
-  ASSIGN_OR_RETURN(Buffers b, uploadProblem(dev, d, p));
-  auto up = [&](const auto& v) { return d.upload(dev, v.data(), v.size() * sizeof(v[0])); };
-  ASSIGN_OR_RETURN(void* dq, up(in.dq));
-  ASSIGN_OR_RETURN(void* dk, up(in.dk));
-  ASSIGN_OR_RETURN(void* dv, up(in.dv));
-  ASSIGN_OR_RETURN(void* qr, up(in.qRstd));
-  ASSIGN_OR_RETURN(void* kr, up(in.kRstd));
+  ASSIGN_OR_RETURN(BwdDeviceInputs u, uploadBwdInputs(dev, d, p, in));
+  auto [b, dq, dk, dv, qr, kr] = u;
   ASSIGN_OR_RETURN(void* dqkv, d.output(dev, p.qkv.size() * 2));
   ASSIGN_OR_RETURN(void* dwPart, d.output(dev, 2 * partials * kDh * 4));
   ASSIGN_OR_RETURN(void* dw, d.output(dev, 2 * kDh * 4));
@@ -816,13 +830,8 @@ Expected<PrologueOutputs> runTilesOnGpu(rt::Device& dev, const gputest::CodeObje
   const Shape& s = p.shape;
   int64_t TB = s.tokens / 32, H = s.heads, C = p.tokenStride, partials = TB * H, table = s.positions * kPairs;
   gputest::DeviceArgs d;
-  ASSIGN_OR_RETURN(Buffers b, uploadProblem(dev, d, p));
-  auto up = [&](const auto& v) { return d.upload(dev, v.data(), v.size() * sizeof(v[0])); };
-  ASSIGN_OR_RETURN(void* dq, up(in.dq));
-  ASSIGN_OR_RETURN(void* dk, up(in.dk));
-  ASSIGN_OR_RETURN(void* dv, up(in.dv));
-  ASSIGN_OR_RETURN(void* qr, up(in.qRstd));
-  ASSIGN_OR_RETURN(void* kr, up(in.kRstd));
+  ASSIGN_OR_RETURN(BwdDeviceInputs u, uploadBwdInputs(dev, d, p, in));
+  auto [b, dq, dk, dv, qr, kr] = u;
   ASSIGN_OR_RETURN(void* rowData, d.output(dev, s.tokens * C * 3 / 4));
   ASSIGN_OR_RETURN(void* rowScales, d.output(dev, s.tokens * C / 32));
   ASSIGN_OR_RETURN(void* colData, d.output(dev, C * TB * 24));
