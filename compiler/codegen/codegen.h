@@ -31,6 +31,7 @@ struct CompiledKernel {
   std::string bytes;         // the code object (cubin, hsaco) or the stage's text
   std::string metadataJson;  // launch metadata the runtime loads with the code object
   Resources resources;
+  int blockThreads = 0;      // threads per program
 };
 
 /// Compiles `kernel` for `target` up to the stage `emit`. Errors carry the DSL location

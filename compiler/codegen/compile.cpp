@@ -188,6 +188,7 @@ Expected<CompiledKernel> compileKernel(const kir::Kernel& kernel, const TargetIn
     ASSIGN_OR_RETURN(out.resources, readHsacoResources(out.bytes, entryName(kernel)));
   }
   out.metadataJson = launchMetadataJson(kernel, target, shape, out.resources);
+  out.blockThreads = shape.blockThreads;
   return out;
 }
 

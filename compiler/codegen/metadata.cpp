@@ -1,5 +1,7 @@
 #include "compiler/codegen/metadata.h"
 
+#include "compiler/codegen/occupancy.h"
+
 #include <optional>
 #include <string>
 
@@ -158,6 +160,8 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   if (resources.sgprs) res["sgprs"] = *resources.sgprs;
   if (resources.sharedBytes) res["shared_bytes"] = *resources.sharedBytes;
   if (resources.stackBytes) res["stack_bytes"] = *resources.stackBytes;
+  if (std::optional<Occupancy> o = estimateOccupancy(target, resources, shape.blockThreads))
+    res["occupancy"] = {{"programs_per_unit", o->programsPerUnit}, {"fraction", o->fraction}, {"limit", o->limit}};
   j["resources"] = res;
   return j.dump(2) + "\n";
 }

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "compiler/codegen/codegen.h"
+#include "compiler/codegen/occupancy.h"
 #include "compiler/frontend/frontend.h"
 
 namespace {
@@ -236,8 +237,8 @@ int cmdPrecompile(const Args& a) {
   if (ec) return std::cerr << "mxfp6c: error: cannot create " << outDir << ": " << ec.message() << "\n", kUserError;
 
   int failures = 0;
-  std::printf("%-28s %-7s %-6s %9s %6s %6s %8s %6s\n", "kernel", "target", "format", "bytes", "regs", "sgprs",
-              "shared", "stack");
+  std::printf("%-28s %-7s %-6s %9s %6s %6s %8s %6s  %s\n", "kernel", "target", "format", "bytes", "regs", "sgprs",
+              "shared", "stack", "occupancy (bound)");
   for (const std::string& file : collectSources(a.positional)) {
     frontend::DiagnosticEngine diags;
     std::optional<frontend::Module> m = load(file, diags);
@@ -266,9 +267,12 @@ int cmdPrecompile(const Args& a) {
           continue;
         }
         const codegen::Resources& r = compiled->resources;
-        std::printf("%-28s %-7s %-6s %9zu %6s %6s %8s %6s\n", info.name.c_str(), target.name.c_str(),
+        std::optional<codegen::Occupancy> occ = codegen::estimateOccupancy(target, r, compiled->blockThreads);
+        std::string occupancy = occ ? std::to_string(int(occ->fraction * 100 + 0.5)) + "% (" + occ->limit + ")" : "-";
+        std::printf("%-28s %-7s %-6s %9zu %6s %6s %8s %6s  %s\n", info.name.c_str(), target.name.c_str(),
                     codegen::emitName(emit), compiled->bytes.size(), orDash(r.registers).c_str(),
-                    orDash(r.sgprs).c_str(), orDash(r.sharedBytes).c_str(), orDash(r.stackBytes).c_str());
+                    orDash(r.sgprs).c_str(), orDash(r.sharedBytes).c_str(), orDash(r.stackBytes).c_str(),
+                    occupancy.c_str());
       }
     }
   }

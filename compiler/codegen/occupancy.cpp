@@ -1,0 +1,63 @@
+#include "compiler/codegen/occupancy.h"
+
+#include <algorithm>
+
+namespace mxfp6::codegen {
+namespace {
+
+int roundUp(int x, int to) { return (x + to - 1) / to * to; }
+
+/// The limits that bound residency, smallest first wins; ties keep the earlier name.
+struct Bound {
+  int programs;
+  const char* name;
+};
+
+Occupancy pick(std::initializer_list<Bound> bounds, int warpsPerProgram, int maxWarps) {
+  Bound best = *bounds.begin();
+  for (const Bound& b : bounds)
+    if (b.programs < best.programs) best = b;
+  Occupancy o;
+  o.programsPerUnit = std::max(0, best.programs);
+  o.fraction = double(o.programsPerUnit * warpsPerProgram) / maxWarps;
+  o.limit = best.name;
+  return o;
+}
+
+// sm_90 (H100/H200): 64K 32-bit registers, allocated per warp in units of 256; 64 warps and 32
+// blocks per SM; 228 KB of shared memory per SM with 1 KB reserved per block.
+Occupancy hopper(const Resources& r, int blockThreads) {
+  int warps = (blockThreads + 31) / 32;
+  int regsPerWarp = roundUp(std::max(1, *r.registers) * 32, 256);
+  int shared = r.sharedBytes.value_or(0);
+  return pick({{65536 / (regsPerWarp * warps), "registers"},
+               {64 / warps, "threads"},
+               {32, "programs"},
+               {233472 / (shared + 1024), "shared"}},
+              warps, 64);
+}
+
+// CDNA3/4 (gfx942, gfx950): a CU has 4 SIMDs of at most 8 wave64s; 512 VGPRs per lane of a SIMD
+// in units of 8, 800 SGPRs per SIMD in units of 16; LDS per CU 64 KB (gfx942) or 160 KB (gfx950).
+Occupancy cdna(const TargetInfo& target, const Resources& r, int blockThreads) {
+  int waves = (blockThreads + 63) / 64;
+  int vgprWaves = std::min(8, 512 / roundUp(std::max(1, *r.registers), 8));
+  int sgprWaves = r.sgprs ? std::min(8, 800 / roundUp(std::max(1, *r.sgprs), 16)) : 8;
+  int lds = r.sharedBytes.value_or(0);
+  int ldsPerCu = target.chip == "gfx950" ? 160 * 1024 : 64 * 1024;
+  return pick({{4 * vgprWaves / waves, "registers"},
+               {4 * sgprWaves / waves, "sgprs"},
+               {32 / waves, "threads"},
+               {lds > 0 ? ldsPerCu / lds : 1 << 20, "shared"}},
+              waves, 32);
+}
+
+}  // namespace
+
+std::optional<Occupancy> estimateOccupancy(const TargetInfo& target, const Resources& resources, int blockThreads) {
+  if (!resources.registers || blockThreads <= 0) return std::nullopt;
+  if (target.backend == Backend::ROCDL) return cdna(target, resources, blockThreads);
+  return hopper(resources, blockThreads);
+}
+
+}  // namespace mxfp6::codegen

@@ -1,0 +1,24 @@
+// How many programs of a compiled kernel fit on one SM (NVIDIA) or CU (AMD) at once, from its
+// resources and block size: the occupancy a tuner compares schedules by, reported beside the
+// registers so AMD code objects, which we cannot run, can be judged against the sm_90 ones we
+// measure. An estimate from the published per-SM/CU limits, not a measurement.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "compiler/codegen/codegen.h"
+#include "compiler/codegen/target.h"
+
+namespace mxfp6::codegen {
+
+struct Occupancy {
+  int programsPerUnit = 0;  // resident programs per SM / CU
+  double fraction = 0;      // resident warps (waves) / the hardware maximum
+  std::string limit;        // what bounds it: "registers", "sgprs", "shared", "threads", "programs"
+};
+
+/// nullopt when the resources needed are unknown (PTX without ptxas).
+std::optional<Occupancy> estimateOccupancy(const TargetInfo& target, const Resources& resources, int blockThreads);
+
+}  // namespace mxfp6::codegen
