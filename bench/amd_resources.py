@@ -1,0 +1,118 @@
+"""Resource use of every benchmarked code object on AMD beside sm_90 (issue: the AMD code objects
+get the same lowering; we cannot run them, so their VGPRs, SGPRs, LDS and estimated occupancy are
+reported next to the sm_90 registers and occupancy of the code objects the benchmark times).
+
+Runs on the build machine (it needs mxfp6c, i.e. LLVM; no GPU): for each sm_90 code object under
+--kernels (the benchmark's folder, subfolders included) it compiles the same kernel at the same
+configuration for gfx942 and gfx950 and reads the resources from the launch metadata mxfp6c
+writes (registers/VGPRs, SGPRs, static shared memory/LDS, stack, and the occupancy estimate of
+compiler/codegen/occupancy.cpp: resident programs per SM/CU and the bound).
+
+    python3 bench/amd_resources.py --out bench/results/<date>-resources.md
+"""
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+TARGETS = ("gfx942", "gfx950")
+
+
+def kernel_sources():
+    """kernel name -> the .mxk file that declares it (kernels_dsl/ and the test fixtures)."""
+    sources = {}
+    for folder in (REPO / "kernels_dsl", REPO / "tests" / "fixtures"):
+        for path in sorted(folder.glob("*.mxk")):
+            for name in re.findall(r"^kernel\s+(\w+)\s*\(", path.read_text(), flags=re.M):
+                sources[name] = path
+    return sources
+
+
+def config_text(config):
+    return ",".join(f"{k}={v}" for k, v in sorted(config.items()))
+
+
+def occupancy_text(resources):
+    occ = resources.get("occupancy")
+    if not occ:
+        return "-"
+    return f"{occ['fraction'] * 100:.0f}% ({occ['programs_per_unit']}, {occ['limit']})"
+
+
+def compile_for(mxfp6c, source, kernel, config, target, folder):
+    out = pathlib.Path(folder) / f"{kernel}.{target}.hsaco"
+    cmd = [str(mxfp6c), "compile", str(source), "--kernel", kernel, "--target", target,
+           "--config", config_text(config), "--emit", "hsaco", "-o", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip() or f"mxfp6c exited {done.returncode}"}
+    return json.loads(pathlib.Path(str(out) + ".json").read_text())["resources"]
+
+
+def collect(kernels_dir, mxfp6c):
+    sources = kernel_sources()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for meta_path in sorted(pathlib.Path(kernels_dir).rglob("*.json")):
+            meta = json.loads(meta_path.read_text())
+            if meta.get("target") != "sm_90" or meta["kernel"] not in sources:
+                continue
+            row = {"kernel": meta["kernel"], "config": meta["config"], "block": meta["block"][0],
+                   "sm_90": meta.get("resources", {})}
+            for target in TARGETS:
+                row[target] = compile_for(mxfp6c, sources[meta["kernel"]], meta["kernel"], meta["config"], target, tmp)
+            rows.append(row)
+    return rows
+
+
+def markdown(rows, command):
+    lines = [
+        "# Resource use on sm_90, gfx942 and gfx950 of the benchmarked code objects", "",
+        f"Command: `{command}` (on the build machine: the AMD code objects are compiled, not run).", "",
+        "Registers per thread (sm_90) / VGPRs (AMD), SGPRs, static shared memory / LDS in bytes, and the",
+        "estimated occupancy: resident warps (waves) over the maximum, with resident programs per SM/CU",
+        "and the bound (compiler/codegen/occupancy.cpp, from the published per-SM/CU limits).", "",
+        "| kernel | config | block | sm_90 regs | sm_90 shared | sm_90 occupancy | gfx942 VGPRs | gfx942 SGPRs "
+        "| gfx942 LDS | gfx942 occupancy | gfx950 VGPRs | gfx950 SGPRs | gfx950 LDS | gfx950 occupancy |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [r["kernel"], config_text(r["config"]), str(r["block"]),
+                 str(r["sm_90"].get("registers", "-")), str(r["sm_90"].get("shared_bytes", "-")),
+                 occupancy_text(r["sm_90"])]
+        for target in TARGETS:
+            res = r[target]
+            if "error" in res:
+                cells += ["error: " + res["error"].splitlines()[0], "", "", ""]
+                continue
+            cells += [str(res.get("registers", "-")), str(res.get("sgprs", "-")), str(res.get("shared_bytes", "-")),
+                      occupancy_text(res)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", default=str(REPO / "build" / "gpu_kernels"))
+    parser.add_argument("--mxfp6c", default=str(REPO / "build" / "bin" / "mxfp6c"))
+    parser.add_argument("--out", required=True, help="Markdown file; a .json with the same stem is written too")
+    args = parser.parse_args(argv)
+    rows = collect(args.kernels, args.mxfp6c)
+    if not rows:
+        print(f"no sm_90 code objects of known kernels under {args.kernels}", file=sys.stderr)
+        return 1
+    out = pathlib.Path(args.out)
+    command = "python3 bench/amd_resources.py --out " + str(out)
+    out.write_text(markdown(rows, command))
+    out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
+    errors = sum("error" in r[t] for r in rows for t in TARGETS)
+    print(f"{len(rows)} code objects, {errors} AMD compile errors -> {out}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
