@@ -175,6 +175,53 @@ def mxfp6_pack_rows_torch_chunked(x, fmt, mode, out=None, max_elements=1 << 26):
     return data, scales
 
 
+def mxfp6_pack_cols_torch(x, fmt, mode):
+    """Column blobs of X[R, C] bf16 (R % 32 == 0): the row blobs of X^T (specs/mxfp6.md), data
+    uint8 [C, 3R/4] (= [C, R/32, 24]), scales uint8 [C, R/32]. What torch.compile compiles."""
+    return mxfp6_pack_rows_torch(x.t().contiguous(), fmt, mode)
+
+
+def mxfp6_pack_cols_torch_chunked(x, fmt, mode):
+    """mxfp6_pack_cols_torch, the rows of X^T packed over chunks (eager)."""
+    return mxfp6_pack_rows_torch_chunked(x.t().contiguous(), fmt, mode)
+
+
+def mxfp6_pack_dual_torch(x, fmt, mode):
+    """Row and column blobs of X: row data, row scales, column data, column scales."""
+    return mxfp6_pack_rows_torch(x, fmt, mode) + mxfp6_pack_cols_torch(x, fmt, mode)
+
+
+def mxfp6_pack_dual_torch_chunked(x, fmt, mode):
+    return mxfp6_pack_rows_torch_chunked(x, fmt, mode) + mxfp6_pack_cols_torch_chunked(x, fmt, mode)
+
+
+def mixed_matrix(qkv):
+    """The [T, C = 3*H*128] matrix of mixed_qkv (or of d(mixed_qkv)) from its [T, 3, H, 128] view in
+    either layout (Megatron [T, H, 3, 128], told by part stride < head stride; blocked [T, 3, H,
+    128]): a view of a dense buffer, else a copy in that column order."""
+    m = qkv.permute(0, 2, 1, 3) if qkv.stride(1) < qkv.stride(2) else qkv
+    return m.reshape(qkv.shape[0], -1)
+
+
+def norm_rope_qkv_bwd_pack_torch(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd, k_rstd,
+                                 pos_div, fmt, mode):
+    """What a user runs today instead of the packer prologue: the whole-QKV backward
+    (norm_rope_qkv_bwd_torch, d(mixed_qkv) written out), then the dual packing of d(mixed_qkv)
+    [T, C] read back, over chunks of rows (eager). Returns row data [T, 3C/4], row scales
+    [T, C/32], column data [C, 3T/4], column scales [C, T/32], dw [2, 128] f32 and d(mixed_qkv)."""
+    dqkv, dw = norm_rope_qkv_bwd_torch(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd,
+                                       k_rstd, pos_div)
+    return mxfp6_pack_dual_torch_chunked(mixed_matrix(dqkv), fmt, mode) + (dw, dqkv)
+
+
+def norm_rope_qkv_bwd_pack_torch_whole(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd,
+                                       k_rstd, pos_div, fmt, mode):
+    """norm_rope_qkv_bwd_pack_torch with the packing unchunked: what torch.compile compiles."""
+    dqkv, dw = norm_rope_qkv_bwd_torch(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd,
+                                       k_rstd, pos_div)
+    return mxfp6_pack_dual_torch(mixed_matrix(dqkv), fmt, mode) + (dw, dqkv)
+
+
 # ---------------------------------------------------------------------------------------------
 # The check: fp64 reference, bounds of the GPU tests
 
@@ -312,10 +359,15 @@ class Stage:
 class Plan:
     """One way of running ours, timed as one measurement: its launches in order, scratch buffers
     (partials: our overhead, written and read by the launches, poisoned like the outputs) and the
-    check of its outputs."""
+    check of its outputs.
 
-    def __init__(self, config, stages, check, scratch=tuple):
+    A plan may name a twin: another plan of ours (not timed) whose outputs its check compares with,
+    called as check(outs, twin_outs); alloc allocates a plan's outputs where they are not the
+    problem's (a twin's)."""
+
+    def __init__(self, config, stages, check, scratch=tuple, twin=None, alloc=None):
         self.config, self.stages, self.check, self.scratch = config, stages, check, scratch
+        self.twin, self.alloc = twin, alloc
 
 
 class Problem:
@@ -693,6 +745,11 @@ class NormRopeQkvBwd(_NormRopeBase):
         q_rstd, k_rstd = ((1 / (qkv[:, part].double().square().mean(-1) + 1e-6).sqrt()).float() for part in (0, 1))
         self.args = (dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd, k_rstd, 1)
 
+    def bwd_args(self):
+        """The backward's inputs (args of norm_rope_qkv_bwd_torch; the prologue appends its format
+        and scale mode)."""
+        return self.args[:13]
+
     def alloc_outputs(self):
         return self._view(torch.empty_like(self.mixed)), torch.empty(2, HEAD_DIM, device=self.mixed.device, dtype=F32)
 
@@ -702,7 +759,7 @@ class NormRopeQkvBwd(_NormRopeBase):
                 for rpath, rmeta in objects.get("norm_rope_dw_reduce", [])]
 
     def _plan(self, bpath, bmeta, rpath, rmeta):
-        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.args
+        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
         P = min(self.PARTIALS, self.rows)
 
         def scratch():
@@ -728,7 +785,7 @@ class NormRopeQkvBwd(_NormRopeBase):
         (depth + 8)*2^-24 * sum over rows of |dn|~*|u|, depth = rows/P + P: the GPU test's bound,
         for ours and for the baselines alike (P = 8192 for them; a bound for any order of `rows`
         additions, ~rows*2^-24 of the magnitudes, would not even catch a zero dw)."""
-        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.args
+        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
         dqkv, dw = outs
         T, H, S = self.T, self.heads, self.positions
         chk = Check()
@@ -763,24 +820,55 @@ class NormRopeQkvBwd(_NormRopeBase):
 
 
 class PackCheck:
-    """Bit-exact comparison with the reference row blobs (mxfp6_pack_rows_torch, itself checked
-    against the pure-Python transcription of specs/mxfp6.md: `validation`)."""
+    """Bit-exact comparison of packed outputs with reference blobs (mxfp6_pack_rows_torch, itself
+    checked against the pure-Python transcription of specs/mxfp6.md: `validation`), counted per
+    output name."""
 
     def __init__(self, validation):
         self.validation = validation
-        self.data_bytes_differing = 0
-        self.scale_bytes_differing = 0
+        self.differing = {}
         self.bytes = 0
+
+    def compare(self, name, out, ref):
+        """Counts the bytes of out that differ from ref: the same bytes in the same order, whatever
+        the shapes (a kernel's [C, RB, 24] column data is the reference's [C, 3R/4])."""
+        self.differing[name] = self.differing.get(name, 0) + int((out.reshape(-1) != ref.reshape(-1)).sum())
+        self.bytes += ref.numel()
 
     def ok(self):
         v = self.validation
-        return (self.data_bytes_differing == 0 and self.scale_bytes_differing == 0 and not v["worked_example_failures"]
+        return (bool(self.differing) and not any(self.differing.values()) and not v["worked_example_failures"]
                 and v["spec_blocks_differing"] == 0)
 
     def summary(self):
-        return {"ok": self.ok(), "data_bytes_differing": self.data_bytes_differing,
-                "scale_bytes_differing": self.scale_bytes_differing, "bytes": self.bytes,
-                "reference_validation": self.validation}
+        return {"ok": self.ok(), **{f"{name}_bytes_differing": n for name, n in self.differing.items()},
+                "bytes": self.bytes, "reference_validation": self.validation}
+
+
+class Checks:
+    """Several checks of one implementation's outputs: ok when every one is."""
+
+    def __init__(self, **parts):
+        self.parts = parts
+
+    def ok(self):
+        return all(c.ok() for c in self.parts.values())
+
+    def summary(self):
+        return {"ok": self.ok(), **{name: c.summary() for name, c in self.parts.items()}}
+
+
+class Unchecked:
+    """A check that could not be made (a missing reference): fails, saying why."""
+
+    def __init__(self, why):
+        self.why = why
+
+    def ok(self):
+        return False
+
+    def summary(self):
+        return {"ok": False, "why": self.why}
 
 
 _WORKED_TORCH = {}
@@ -806,26 +894,66 @@ def _worked_examples_torch(device, fmt, mode):
     return _WORKED_TORCH[key]
 
 
+def _row_blobs_reference(x, fmt, mode, sample_blocks=256):
+    """(data, scales, validation): the row blobs of x [R, C] (contiguous) through
+    mxfp6_pack_rows_torch, and how they compare with the spec: its worked examples through the
+    same encoder, and `sample_blocks` blocks of x through the pure-Python transcription."""
+    data, scales = mxfp6_pack_rows_torch_chunked(x, fmt, mode)
+    blocks = x.numel() // 32
+    gen = torch.Generator(device="cpu").manual_seed(12345)
+    idx = torch.randint(0, blocks, (sample_blocks,), generator=gen).sort().values.to(x.device)
+    xs = x.view(torch.int16).view(-1, 32)[idx].cpu().tolist()
+    ds = data.view(-1, 24)[idx].cpu().tolist()
+    ss = scales.view(-1)[idx].cpu().tolist()
+    differing = 0
+    for bits, d, sb in zip(xs, ds, ss):
+        want_scale, codes = mxfp6_spec.encode_block_spec([b & 0xFFFF for b in bits], fmt, mode)
+        want = [byte for i in range(0, 32, 4) for byte in mxfp6_spec.pack4_spec(*codes[i:i + 4])]
+        differing += want_scale != sb or want != d
+    validation = {"worked_example_failures": _worked_examples_torch(x.device, fmt, mode),
+                  "spec_blocks_checked": len(xs), "spec_blocks_differing": differing}
+    return data, scales, validation
+
+
+def _blobs_reference(x, fmt, mode, rows, cols, sample_blocks=256):
+    """(blobs, validation) of x [R, C]: the row blobs (data, scales) if `rows`, then the column
+    blobs (the row blobs of x^T) if `cols`; validation of both, added up."""
+    blobs, validations = (), []
+    for wanted, operand in ((rows, lambda: x), (cols, lambda: x.t().contiguous())):
+        if wanted:
+            data, scales, validation = _row_blobs_reference(operand(), fmt, mode, sample_blocks)
+            blobs += (data, scales)
+            validations.append(validation)
+    return blobs, {"worked_example_failures": sorted({f for v in validations for f in v["worked_example_failures"]}),
+                   "spec_blocks_checked": sum(v["spec_blocks_checked"] for v in validations),
+                   "spec_blocks_differing": sum(v["spec_blocks_differing"] for v in validations)}
+
+
 class MxPackRows(Problem):
     """MXFP6 row packing of a bf16 operand X[T, C] (specs/mxfp6.md): data [T, 3C/4], scales
     [T, C/32]. Checked bit for bit against mxfp6_pack_rows_torch (integer operations on the bf16
     bits), which is validated first on the spec's worked examples and on sampled blocks of the
     same input against the pure-Python transcription of the spec (mxfp6_spec)."""
     kernel = "mxfp6_pack_rows"
+    what = "row"
     torch_fn = staticmethod(mxfp6_pack_rows_torch_chunked)
     compile_fn = staticmethod(mxfp6_pack_rows_torch)
     copy_target = 0.85  # DESIGN.md section 10: row-only packing
     compile_mode_auto = "default"
     SAMPLE_BLOCKS = 256
+    # The outputs, in order, by the names their check counts differing bytes under; which blobs.
+    OUTPUTS = ("data", "scale")
+    ROW_BLOBS, COLUMN_BLOBS = True, False
     # Minimal bytes: X read once; the packed data (24 bytes per 32 elements) and one scale byte
     # per block written once.
     BYTES = "2*T*C (x) + T*3*C/4 (data) + T*C/32 (scales)"
 
     def __init__(self, tokens, cols, fmt, mode="RCEIL"):
         assert cols % 32 == 0 and fmt in mxfp6_spec.FORMATS and mode in mxfp6_spec.MODES
+        assert tokens % 32 == 0 or not self.COLUMN_BLOBS, "column blocks are 32 whole rows"
         self.T, self.C, self.fmt, self.mode = tokens, cols, fmt, mode
         self.tokens, self.rows = tokens, tokens
-        self.family = f"MXFP6 row pack {fmt} {mode}"
+        self.family = f"MXFP6 {self.what} pack {fmt} {mode}"
         self.label = f"T={tokens} C={cols}"
         self.name = f"{self.kernel}:{fmt}:T={tokens}:C={cols}"
         self.shape = {"T": tokens, "C": cols, "format": fmt, "scale_mode": mode}
@@ -860,24 +988,10 @@ class MxPackRows(Problem):
         self._reference = None
 
     def reference(self):
-        """(data, scales, validation): the reference blobs, and how they compare with the spec."""
+        """(blobs, validation): the reference blobs in OUTPUTS order, and how they compare with the spec."""
         if self._reference is None:
             x, fmt, mode = self.args
-            data, scales = mxfp6_pack_rows_torch_chunked(x, fmt, mode)
-            blocks = x.numel() // 32
-            gen = torch.Generator(device="cpu").manual_seed(12345)
-            idx = torch.randint(0, blocks, (self.SAMPLE_BLOCKS,), generator=gen).sort().values.to(x.device)
-            xs = x.view(torch.int16).view(-1, 32)[idx].cpu().tolist()
-            ds = data.view(-1, 24)[idx].cpu().tolist()
-            ss = scales.view(-1)[idx].cpu().tolist()
-            differing = 0
-            for bits, d, sb in zip(xs, ds, ss):
-                want_scale, codes = mxfp6_spec.encode_block_spec([b & 0xFFFF for b in bits], fmt, mode)
-                want = [byte for i in range(0, 32, 4) for byte in mxfp6_spec.pack4_spec(*codes[i:i + 4])]
-                differing += want_scale != sb or want != d
-            validation = {"worked_example_failures": _worked_examples_torch(x.device, fmt, mode),
-                          "spec_blocks_checked": len(xs), "spec_blocks_differing": differing}
-            self._reference = (data, scales, validation)
+            self._reference = _blobs_reference(x, fmt, mode, self.ROW_BLOBS, self.COLUMN_BLOBS, self.SAMPLE_BLOCKS)
         return self._reference
 
     def alloc_outputs(self):
@@ -891,29 +1005,245 @@ class MxPackRows(Problem):
                 and config.get("MODE") == mxfp6_spec.MODE_INDEX[self.mode])
 
     def plans(self, objects):
-        x = self.args[0]
-
-        def values(outs, scratch):
-            return {"x": x, "data": outs[0], "scales": outs[1], "R": self.T, "C": self.C}
-
-        return [Plan(mxfp6rt.config_tag(meta), [Stage(path, meta, self.T, values)], self.check)
+        return [Plan(mxfp6rt.config_tag(meta), [Stage(path, meta, self.program_rows(meta), self.abi_values)],
+                     self.check)
                 for path, meta in objects.get(self.kernel, []) if self.matches(meta)]
 
+    def program_rows(self, meta):
+        """The launch's row count: one per row of X."""
+        return self.T
+
+    def abi_values(self, outs, scratch=()):
+        x = self.args[0]
+        return {"x": x, "data": outs[0], "scales": outs[1], "R": self.T, "C": self.C}
+
     def check(self, outs):
-        data, scales, validation = self.reference()
+        blobs, validation = self.reference()
+        assert len(outs) == len(blobs) == len(self.OUTPUTS), "one output per reference blob"
         chk = PackCheck(validation)
-        chk.data_bytes_differing = int((outs[0] != data).sum())
-        chk.scale_bytes_differing = int((outs[1] != scales).sum())
-        chk.bytes = data.numel() + scales.numel()
+        for name, out, ref in zip(self.OUTPUTS, outs, blobs):
+            chk.compare(name, out, ref)
         return chk
 
     def free(self):
         self.args = self._reference = None
 
 
-def _has_pack(objects, cols, fmt, mode="RCEIL"):
-    probe = MxPackRows(1, cols, fmt, mode)
-    return any(probe.matches(meta) for _, meta in objects.get(MxPackRows.kernel, []))
+class MxPackCols(MxPackRows):
+    """MXFP6 column packing of X[T, C] (T % 32 == 0): the row blobs of X^T, data [C, T/32, 24]
+    (stored as [C, 3T/4]), scales [C, T/32]. Ours reads X as [T/32, 32, C], one program per (row
+    block, tile of W columns). Checked bit for bit against mxfp6_pack_rows_torch of X^T, validated
+    like the row packer's reference (worked examples, sampled blocks of X^T against the spec)."""
+    kernel = "mxfp6_pack_cols"
+    what = "column"
+    torch_fn = staticmethod(mxfp6_pack_cols_torch_chunked)
+    compile_fn = staticmethod(mxfp6_pack_cols_torch)
+    copy_target = 0.80  # DESIGN.md section 10: column-only and dual packing
+    OUTPUTS = ("col_data", "col_scale")
+    ROW_BLOBS, COLUMN_BLOBS = False, True
+    # Minimal bytes: X read once; the column blobs (24 data bytes and one scale byte per 32
+    # elements) written once.
+    BYTES = "2*T*C (x) + C*(T/32)*24 (column data) + C*T/32 (column scales)"
+
+    def min_bytes(self):
+        T, C = self.T, self.C
+        return 2 * T * C + C * (T // 32) * 24 + C * T // 32
+
+    def alloc_outputs(self):
+        x = self.args[0]
+        return (torch.empty(self.C, self.T * 3 // 4, device=x.device, dtype=torch.uint8),
+                torch.empty(self.C, self.T // 32, device=x.device, dtype=torch.uint8))
+
+    def program_rows(self, meta):
+        """One program row per (row block, column tile of W): RB * C/W."""
+        return self.T // 32 * (self.C // meta["config"]["W"])
+
+    def abi_values(self, outs, scratch=()):
+        x, RB, C = self.args[0], self.T // 32, self.C
+        return {"x": x.view(RB, 32, C), "data": outs[0].view(C, RB, 24), "scales": outs[1], "RB": RB, "C": C}
+
+
+class MxPackDual(MxPackCols):
+    """MXFP6 dual packing of X[T, C] (T % 32 == 0): row and column blobs from one read of X, in
+    that order (row data [T, 3C/4], row scales [T, C/32], column data [C, 3T/4], column scales
+    [C, T/32]). Checked bit for bit against mxfp6_pack_rows_torch of X and of X^T."""
+    kernel = "mxfp6_pack_dual"
+    what = "dual"
+    torch_fn = staticmethod(mxfp6_pack_dual_torch_chunked)
+    compile_fn = staticmethod(mxfp6_pack_dual_torch)
+    OUTPUTS = ("row_data", "row_scale", "col_data", "col_scale")
+    ROW_BLOBS, COLUMN_BLOBS = True, True
+    # Minimal bytes: X read once; both blob sets written once.
+    BYTES = "2*T*C (x) + 2*(T*3*C/4 + T*C/32) (row blobs, and the same bytes of column blobs)"
+
+    def min_bytes(self):
+        T, C = self.T, self.C
+        return 2 * T * C + 2 * (T * C * 3 // 4 + T * C // 32)
+
+    def alloc_outputs(self):
+        return MxPackRows.alloc_outputs(self) + MxPackCols.alloc_outputs(self)
+
+    def abi_values(self, outs, scratch=()):
+        x, RB, C = self.args[0], self.T // 32, self.C
+        return {"x": x.view(RB, 32, C), "row_data": outs[0].view(RB, 32, C * 3 // 4),
+                "row_scales": outs[1].view(RB, 32, C // 32), "col_data": outs[2].view(C, RB, 24),
+                "col_scales": outs[3], "RB": RB, "C": C}
+
+
+class NormRopeQkvBwdPack(NormRopeQkvBwd):
+    """The packer prologue (DESIGN.md section 6.4, kernels_dsl/norm_rope_bwd_pack.mxk): the
+    whole-QKV norm+RoPE backward fused into the dual MXFP6 packing of d(mixed_qkv) [T, C = 3*H*128],
+    Megatron layout, the inputs of NormRopeQkvBwd. Ours is two launches timed as one:
+    norm_rope_qkv_bwd_pack (row and column blobs, and fp32 dw partials per 32-token block and head:
+    P = T/32 * H) then norm_rope_dw_reduce (the P partials in order). The baselines run the unfused
+    sequence -- the whole-QKV backward writing d(mixed_qkv), the dual packer reading it back -- and
+    also return that d(mixed_qkv).
+
+    Checks: the bf16 d(mixed_qkv) behind the blobs and dw within the whole-QKV backward's bounds
+    (NormRopeQkvBwd.check; ours at depth 32 + P), and the blobs bit for bit against
+    mxfp6_pack_rows_torch of that d(mixed_qkv) and of its transpose. That d(mixed_qkv) is the
+    implementation's own: a baseline's, or for ours the _bf16 twin's at the same schedule (run
+    once, untimed), whose blobs ours must also equal byte for byte."""
+    kernel = "norm_rope_qkv_bwd_pack"
+    twin_kernel = "norm_rope_qkv_bwd_pack_bf16"
+    stage_kernels = ("norm_rope_qkv_bwd_pack", "norm_rope_qkv_bwd_pack_bf16", "norm_rope_dw_reduce")
+    BF16_OUT = False
+    torch_fn = staticmethod(norm_rope_qkv_bwd_pack_torch)
+    compile_fn = staticmethod(norm_rope_qkv_bwd_pack_torch_whole)
+    copy_target = 0.75  # DESIGN.md section 10: the prologue packer
+    SAMPLE_BLOCKS = 256
+    # Minimal bytes: what the math reads once -- dq, dk, dv, the Q and K parts of mixed_qkv (the
+    # kernel reads no V: d(V) is dv), both rstd, the two weights, the Q and K tables -- and what it
+    # writes once: the row and column blobs of d(mixed_qkv) and dw.
+    BYTES = ("3*R*128*2 (dq, dk, dv) + 2*R*128*2 (Q, K of mixed_qkv) + 2*R*4 (rstd) + 2*128*2 (weights) + "
+             "4*S*64*4 (tables) + 2*(T*3*C/4 + T*C/32) (row and column blobs of d(mixed_qkv)) + 2*128*4 (dw), "
+             "R = T*H, C = 3*H*128; the dw partials (2*(T/32)*H*128*4 bytes written, then read back by the "
+             "reduction) are overhead, not counted")
+
+    def __init__(self, rows, fmt, mode="RCEIL", layout="megatron"):
+        super().__init__(rows, layout)
+        assert self.T % 32 == 0, "tokens in blocks of 32"
+        assert fmt in mxfp6_spec.FORMATS and mode in mxfp6_spec.MODES
+        self.fmt, self.mode = fmt, mode
+        self.C = 3 * self.heads * HEAD_DIM
+        self.partials = self.T // 32 * self.heads
+        self.family = (f"norm+RoPE bwd + dual MXFP6 pack{' + bf16 d(mixed_qkv)' if self.BF16_OUT else ''} "
+                       f"{fmt} {mode}")
+        self.name = f"{self.kernel}:{fmt}:rows={rows}:{layout}"
+        self.shape = {**self.shape, "C": self.C, "format": fmt, "scale_mode": mode, "partials": self.partials}
+
+    def min_bytes(self):
+        R, S, T, C = self.rows, self.positions, self.T, self.C
+        return (3 * R * HEAD_DIM * 2 + 2 * R * HEAD_DIM * 2 + 2 * R * 4 + 2 * HEAD_DIM * 2 + 4 * S * PAIRS * 4
+                + 2 * (T * C * 3 // 4 + T * C // 32) + 2 * HEAD_DIM * 4
+                + (3 * R * HEAD_DIM * 2 if self.BF16_OUT else 0))
+
+    def make(self, device, seed):
+        super().make(device, seed)
+        self.args = self.args + (self.fmt, self.mode)
+
+    def alloc_outputs(self, bf16_out=None):
+        """Row data [T, 3C/4], row scales [T, C/32], column data [C, 3T/4] (= [C, T/32, 24]), column
+        scales [C, T/32], dw [2, 128] f32, and with the bf16 output d(mixed_qkv) in qkv's layout."""
+        dev, T, C = self.mixed.device, self.T, self.C
+        u8 = lambda *shape: torch.empty(*shape, device=dev, dtype=torch.uint8)
+        outs = (u8(T, C * 3 // 4), u8(T, C // 32), u8(C, T * 3 // 4), u8(C, T // 32),
+                torch.empty(2, HEAD_DIM, device=dev, dtype=F32))
+        if self.BF16_OUT if bf16_out is None else bf16_out:
+            outs += (self._view(torch.empty_like(self.mixed)),)
+        return outs
+
+    def matches(self, meta):
+        config = meta.get("config", {})
+        return (config.get("FMT") == mxfp6_spec.FMT_INDEX[self.fmt]
+                and config.get("MODE") == mxfp6_spec.MODE_INDEX[self.mode])
+
+    def plans(self, objects):
+        plans = []
+        for bpath, bmeta in objects.get(self.kernel, []):
+            if not self.matches(bmeta):
+                continue
+            for rpath, rmeta in objects.get("norm_rope_dw_reduce", []):
+                twin = None
+                if not self.BF16_OUT:  # the _bf16 kernel at the same schedule (every tunable equal)
+                    same = [(p, m) for p, m in objects.get(self.twin_kernel, []) if m.get("config") == bmeta.get("config")]
+                    twin = self._plan(*same[0], rpath, rmeta, bf16_out=True) if same else None
+                plans.append(self._plan(bpath, bmeta, rpath, rmeta, self.BF16_OUT, twin))
+        return plans
+
+    def _plan(self, bpath, bmeta, rpath, rmeta, bf16_out, twin=None):
+        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
+        T, H, C, P = self.T, self.heads, self.C, self.partials
+        TB = T // 32
+        blocks = lambda t: t.view(TB, 32, *t.shape[1:])  # [T, ...] as [T/32, 32, ...]
+        qkv_blocks = blocks(qkv)  # strides (32*token, token, part, head, 1)
+
+        def scratch():
+            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),)
+
+        def pack_values(outs, parts):
+            values = {"dq": blocks(dq), "dk": blocks(dk), "dv": blocks(dv), "qkv": qkv_blocks,
+                      "q_weight": qw.expand(32, HEAD_DIM), "k_weight": kw.expand(32, HEAD_DIM),
+                      "q_cos": qc, "q_sin": qs, "k_cos": kc, "k_sin": ks, "q_rstd": blocks(qr), "k_rstd": blocks(kr),
+                      "row_data": outs[0].view(TB, 32, C * 3 // 4), "row_scales": outs[1].view(TB, 32, C // 32),
+                      "col_data": outs[2].view(C, TB, 24), "col_scales": outs[3], "dw_part": parts[0],
+                      "qkv_block_stride": qkv_blocks.stride(0), "qkv_token_stride": qkv_blocks.stride(1),
+                      "qkv_part_stride": qkv_blocks.stride(2), "qkv_head_stride": qkv_blocks.stride(3),
+                      "pos_div": pos_div, "TB": TB, "H": H, "S": self.positions, "RW": C * 3 // 4, "RS": C // 32}
+            if bf16_out:
+                values["dqkv"] = blocks(outs[5])
+            return values
+
+        def reduce_values(outs, parts):
+            return {"dw_part": parts[0].view(2, P, HEAD_DIM), "dw": outs[4], "G": 2, "P": P}
+
+        config = f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}"
+        if bf16_out or twin is not None:
+            check = functools.partial(self.check, depth=-(-self.rows // P) + P)
+        else:
+            check = lambda outs: Unchecked(f"no {self.twin_kernel} code object at {mxfp6rt.config_tag(bmeta)}, "
+                                           "whose bf16 d(mixed_qkv) and blobs this schedule's are checked against")
+        return Plan(config, [Stage(bpath, bmeta, P, pack_values), Stage(rpath, rmeta, 2, reduce_values)], check,
+                    scratch, twin=twin, alloc=functools.partial(self.alloc_outputs, bf16_out=bf16_out))
+
+    def check(self, outs, twin_outs=None, depth=None):
+        """outs: row data, row scales, column data, column scales, dw, and d(mixed_qkv) where the
+        implementation gives it (the _bf16 kernel, every baseline); else twin_outs, the _bf16
+        twin's outputs, give it, and ours' blobs must also equal the twin's."""
+        if len(outs) > 5:
+            dqkv = outs[5]
+        elif twin_outs is not None:
+            dqkv = twin_outs[5]
+        else:
+            return Unchecked("no bf16 d(mixed_qkv) to check the blobs against")
+        backward = NormRopeQkvBwd.check(self, (dqkv, outs[4]), depth)
+        blobs, validation = _blobs_reference(mixed_matrix(dqkv), self.fmt, self.mode, True, True, self.SAMPLE_BLOCKS)
+        pack = PackCheck(validation)
+        for name, out, ref in zip(MxPackDual.OUTPUTS, outs[:4], blobs):
+            pack.compare(name, out, ref)
+        del blobs
+        if len(outs) <= 5:
+            for name, out, ref in zip(MxPackDual.OUTPUTS, outs[:4], twin_outs[:4]):
+                pack.compare(f"{name}_vs_bf16_twin", out, ref)
+        return Checks(backward=backward, blobs=pack)
+
+
+class NormRopeQkvBwdPackBf16(NormRopeQkvBwdPack):
+    """The packer prologue also writing the bf16 d(mixed_qkv) (in mixed_qkv's layout): that output
+    within the whole-QKV backward's bounds, the blobs bit for bit against the encoder of it."""
+    kernel = "norm_rope_qkv_bwd_pack_bf16"
+    stage_kernels = ("norm_rope_qkv_bwd_pack_bf16", "norm_rope_dw_reduce")
+    BF16_OUT = True
+    # Minimal bytes: the prologue's, and the bf16 d(mixed_qkv) written once.
+    BYTES = ("3*R*128*2 (dq, dk, dv) + 2*R*128*2 (Q, K of mixed_qkv) + 2*R*4 (rstd) + 2*128*2 (weights) + "
+             "4*S*64*4 (tables) + 2*(T*3*C/4 + T*C/32) (row and column blobs of d(mixed_qkv)) + 2*128*4 (dw) + "
+             "3*R*128*2 (bf16 d(mixed_qkv)), R = T*H, C = 3*H*128; the dw partials (2*(T/32)*H*128*4 bytes "
+             "written, then read back by the reduction) are overhead, not counted")
+
+
+def _has_pack(objects, cls, cols, fmt, mode="RCEIL"):
+    probe = cls(32, cols, fmt, mode)
+    return any(probe.matches(meta) for _, meta in objects.get(cls.kernel, []))
 
 
 PACK_WIDTHS = (3072, 9216, 12288, 21504)
@@ -925,20 +1255,25 @@ def plan(objects=None):
     packer operands; then T = 4096, the 196608-row norm+RoPE shapes, and last the wider packer
     operands at T = 4096. LN-modulate (fwd, bwd) at
     T = 4096, 16384, 32768 (B = T/512); norm+RoPE at QK rows 98304 .. 786432 = T*24 heads (the
-    backward from 196608); the row packer at T x C, C = 3072 and, where their code objects were
-    built (objects: {kernel: [(path, meta)]}; None: all), 9216, 12288, 21504."""
+    backward and the packer prologue, E3M2 and E2M3, from 196608); the row, column and dual packers
+    (E3M2 and E2M3) at T x C, C = 3072 and, where their code objects were built (objects: {kernel:
+    [(path, meta)]}; None: all), 9216, 12288, 21504."""
     def packs(T, widths):
-        return [MxPackRows(T, C, fmt) for C in widths for fmt in ("E3M2", "E2M3")
-                if C == 3072 or objects is None or _has_pack(objects, C, fmt)]
+        return [cls(T, C, fmt) for cls in (MxPackRows, MxPackCols, MxPackDual) for C in widths
+                for fmt in ("E3M2", "E2M3") if C == 3072 or objects is None or _has_pack(objects, cls, C, fmt)]
+
+    def prologues(rows):
+        return [cls(rows, fmt) for cls in (NormRopeQkvBwdPack, NormRopeQkvBwdPackBf16) for fmt in ("E3M2", "E2M3")]
 
     items = []
     for T in (16384, 32768):
-        items += [LnModulate(T), NormRopeQkv(T * 24, "megatron"), NormRopeQkv(T * 24, "blocked"),
-                  NormRopeSlice(T * 24), LnModulateBwd(T), NormRopeQkvBwd(T * 24)] + packs(T, (3072,))
+        items += ([LnModulate(T), NormRopeQkv(T * 24, "megatron"), NormRopeQkv(T * 24, "blocked"),
+                   NormRopeSlice(T * 24), LnModulateBwd(T), NormRopeQkvBwd(T * 24)] + packs(T, (3072,))
+                  + prologues(T * 24))
     for T in (16384, 32768):
         items += packs(T, PACK_WIDTHS[1:])
     items += [LnModulate(4096), NormRopeQkv(98304, "megatron"), NormRopeQkv(98304, "blocked"),
               NormRopeSlice(98304), LnModulateBwd(4096)] + packs(4096, PACK_WIDTHS[:1])
     items += [NormRopeQkv(196608, "megatron"), NormRopeQkv(196608, "blocked"), NormRopeSlice(196608),
-              NormRopeQkvBwd(196608)]
+              NormRopeQkvBwd(196608)] + prologues(196608)
     return items + packs(4096, PACK_WIDTHS[1:])

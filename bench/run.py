@@ -91,11 +91,24 @@ def poison(torch, outs, byte=0xFF):
         _bits(torch, o).fill_(value)
 
 
+def run_twin(ctx, twin, stream):
+    """Runs a plan whose outputs another plan's check compares with (Plan.twin: ours at the same
+    schedule with more outputs), once, untimed, into poisoned outputs and scratch; its outputs."""
+    outs, scratch = twin.alloc(), twin.scratch()
+    poison(ctx.torch, tuple(outs) + tuple(scratch))
+    for st in twin.stages:
+        k = ctx.kernel(st.code_path)
+        args, grid = k.prepare(st.values(outs, scratch), st.rows)
+        k.launch(args, grid, stream)
+    ctx.torch.cuda.synchronize()
+    return outs
+
+
 def run_ours(ctx, p):
     """Every plan of ours (a code object, or a sequence of launches such as a backward and its
     partials' reduction, timed together as one measurement): checked (poisoned outputs and
-    scratch, the problem's check, a second launch bit-identical), then timed. The best is the
-    fastest that passed."""
+    scratch, the problem's check -- against the outputs of the plan's twin where it has one --, a
+    second launch bit-identical), then timed. The best is the fastest that passed."""
     import measure
     torch = ctx.torch
     plans = p.plans(ctx.objects)
@@ -111,6 +124,8 @@ def run_ours(ctx, p):
         e = {"config": plan.config, "code_object": " + ".join(st.code_path.name for st in plan.stages),
              "resources": first_meta.get("resources", {}), "block": first_meta.get("block"),
              "rows_per_program": first_meta.get("rows_per_program"), "ok": False}
+        if plan.twin is not None:
+            e["checked_against"] = " + ".join(st.code_path.name for st in plan.twin.stages)
         scratch = ()
         try:
             scratch = plan.scratch()
@@ -132,7 +147,12 @@ def run_ours(ctx, p):
             poison(torch, tuple(outs) + tuple(scratch))
             launch()
             torch.cuda.synchronize()
-            check = plan.check(outs)
+            if plan.twin is None:
+                check = plan.check(outs)
+            else:
+                twin_outs = run_twin(ctx, plan.twin, stream)
+                check = plan.check(outs, twin_outs)
+                del twin_outs
             first = [o.clone() for o in outs]
             poison(torch, tuple(outs) + tuple(scratch), 0xA5)
             launch()
@@ -155,7 +175,9 @@ def run_ours(ctx, p):
 
 def run_baseline(ctx, p, fn, out_fn=None):
     """fn() runs the baseline; its first call is timed on the host (compile, autotune). The check
-    runs on a later call: into poisoned outputs through out_fn where the baseline takes `out=`."""
+    runs on a later call: into poisoned outputs through out_fn where the baseline takes `out=`.
+    What the call returns is checked: the outputs, then any intermediates the check uses (the
+    unfused prologue's d(mixed_qkv))."""
     import measure
     torch = ctx.torch
     e = {"ok": False}
@@ -167,7 +189,10 @@ def run_baseline(ctx, p, fn, out_fn=None):
         if out_fn is not None:
             outs = p.alloc_outputs()
             poison(torch, outs)
-            out_fn(outs)
+            ret = tuple(out_fn(outs))
+            assert len(ret) >= len(outs) and all(r is o for r, o in zip(ret, outs)), \
+                "a baseline called with out= must return the given outputs first"
+            outs = ret
         else:
             outs = fn()
         torch.cuda.synchronize()
@@ -308,7 +333,10 @@ def main():
                       "bound with P = 8192, since the worst case of any order of its additions would be vacuous); "
                       "the MXFP6 packers bit for bit against a PyTorch encoder of specs/mxfp6.md, itself checked on "
                       "the spec's worked examples and on 256 sampled blocks of each input against a pure-Python "
-                      "transcription of the spec; ours into NaN-poisoned outputs and scratch, launched twice "
+                      "transcription of the spec (column blobs: the row blobs of X^T; the packer prologue: the blobs "
+                      "of the implementation's own bf16 d(mixed_qkv), checked within the backward's bounds -- for "
+                      "ours without the bf16 output, that of its _bf16 twin at the same schedule, whose blobs it "
+                      "must equal); ours into NaN-poisoned outputs and scratch, launched twice "
                       "(bit-identical, the second time into other poison)",
             "bytes": "minimal: each input read once, each output written once (formula per kernel in JSON); "
                      "our multi-launch kernels' partials are overhead, not counted",

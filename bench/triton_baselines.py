@@ -11,6 +11,7 @@ import triton.language as tl
 import triton.testing
 
 import mxfp6_spec
+from problems import mixed_matrix
 
 
 class _Tuner:
@@ -342,19 +343,13 @@ def norm_rope_qkv_bwd(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, 
 
 
 # ---------------------------------------------------------------------------------------------
-# MXFP6 row packer: NB consecutive 32-element blocks per program (row-major X with C % 32 == 0:
-# block i of the flattened tensor is row i // (C/32)'s block, its data at byte 24*i, its scale at
-# i). The spec's integer encode on the bf16 bits (the same steps as mxfp6_spec.encode_codes),
-# codes packed four to 24 bits and stored as 32-bit words.
+# MXFP6 packers. The spec's integer encode on the bf16 bits (the same steps as
+# mxfp6_spec.encode_codes) of blocks of 32 along a tile's last axis, codes packed four to 24 bits
+# and stored as 32-bit words: the 24 bytes of a block are 6 words, 3 per half block.
 
 @triton.jit
-def _mxfp6_pack_rows_kernel(x_ptr, data_ptr, scale_ptr, n_blocks, EMAX: tl.constexpr, EMIN: tl.constexpr,
-                            MB: tl.constexpr, TH: tl.constexpr, NB: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
-    blk = pid * NB + tl.arange(0, NB)
-    ok = blk < n_blocks
-    bits = tl.load(x_ptr + blk[:, None] * 32 + tl.arange(0, 32)[None, :], mask=ok[:, None], other=0)
-    bits = bits.to(tl.int32) & 0xFFFF
+def _mxfp6_encode(bits, EMAX: tl.constexpr, EMIN: tl.constexpr, MB: tl.constexpr, TH: tl.constexpr):
+    """bits: [N, 32] int32 (0..65535), a block per row -> (scale bytes [N], 6-bit codes [N, 32])."""
     mag = bits & 0x7FFF
     nonfinite = mag >= 0x7F80
     amax = tl.max(tl.where(nonfinite, 0, mag), axis=1)
@@ -382,20 +377,41 @@ def _mxfp6_pack_rows_kernel(x_ptr, data_ptr, scale_ptr, n_blocks, EMAX: tl.const
     code = tl.minimum((tl.maximum(e - EMIN, 0) << MB) + r, 31)
     code = tl.where(M == 0, 0, code)
     code = tl.where(has[:, None] | (ex == 0xFF), 31, code) | (((bits >> 15) & 1) << 5)
-    # 4 codes -> a 24-bit word w; 4 words (a half block, 12 bytes) -> 3 little-endian 32-bit words.
-    a, b = tl.split(tl.reshape(code, (NB * 8, 2, 2)))
+    return scale, code
+
+
+@triton.jit
+def _mxfp6_words(code, N: tl.constexpr):
+    """codes [N, 32] -> the three little-endian 32-bit words of each half block (16 codes, 12
+    bytes), [2N] each, half block 2*n + h of block n: 4 codes -> a 24-bit word w; 4 words -> 3."""
+    a, b = tl.split(tl.reshape(code, (N * 8, 2, 2)))
     c0, c2 = tl.split(a)
     c1, c3 = tl.split(b)
     w = c0 | (c1 << 6) | (c2 << 12) | (c3 << 18)
-    a, b = tl.split(tl.reshape(w, (NB * 2, 2, 2)))
+    a, b = tl.split(tl.reshape(w, (N * 2, 2, 2)))
     w0, w2 = tl.split(a)
     w1, w3 = tl.split(b)
+    return w0 | (w1 << 24), (w1 >> 8) | (w2 << 16), (w2 >> 16) | (w3 << 8)
+
+
+# Row packer: NB consecutive 32-element blocks per program (row-major X with C % 32 == 0: block i
+# of the flattened tensor is row i // (C/32)'s block, its data at byte 24*i, its scale at i).
+
+@triton.jit
+def _mxfp6_pack_rows_kernel(x_ptr, data_ptr, scale_ptr, n_blocks, EMAX: tl.constexpr, EMIN: tl.constexpr,
+                            MB: tl.constexpr, TH: tl.constexpr, NB: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    blk = pid * NB + tl.arange(0, NB)
+    ok = blk < n_blocks
+    bits = tl.load(x_ptr + blk[:, None] * 32 + tl.arange(0, 32)[None, :], mask=ok[:, None], other=0)
+    scale, code = _mxfp6_encode(bits.to(tl.int32) & 0xFFFF, EMAX, EMIN, MB, TH)
+    v0, v1, v2 = _mxfp6_words(code, NB)
     half_block = pid * (NB * 2) + tl.arange(0, NB * 2)
     hok = half_block < 2 * n_blocks
     out = data_ptr + half_block * 3
-    tl.store(out, w0 | (w1 << 24), mask=hok)
-    tl.store(out + 1, (w1 >> 8) | (w2 << 16), mask=hok)
-    tl.store(out + 2, (w2 >> 16) | (w3 << 8), mask=hok)
+    tl.store(out, v0, mask=hok)
+    tl.store(out + 1, v1, mask=hok)
+    tl.store(out + 2, v2, mask=hok)
     tl.store(scale_ptr + blk, scale.to(tl.uint8), mask=ok)
 
 
@@ -405,18 +421,179 @@ _mxfp6_pack_rows_tuned = triton.autotune(
     key=["n_blocks", "EMAX", "TH"])(_mxfp6_pack_rows_kernel)
 
 
+def _format_constants(fmt, mode):
+    emax, emin, mb, _, _ = mxfp6_spec.FORMATS[fmt]
+    return {"EMAX": emax, "EMIN": emin, "MB": mb, "TH": mxfp6_spec.mode_threshold(fmt, mode)}
+
+
+def _words(t):
+    """A contiguous uint8 blob as 32-bit words (its byte count is a multiple of 4)."""
+    assert t.is_contiguous() and t.dtype == torch.uint8
+    return t.view(-1).view(torch.int32)
+
+
 def mxfp6_pack_rows(x, fmt, mode, out=None):
     R, C = x.shape
     assert C % 32 == 0 and x.is_contiguous()
     data, scales = out or (torch.empty(R, C * 3 // 4, device=x.device, dtype=torch.uint8),
                            torch.empty(R, C // 32, device=x.device, dtype=torch.uint8))
     assert data.is_contiguous() and scales.is_contiguous()
-    emax, emin, mb, _, _ = mxfp6_spec.FORMATS[fmt]
     n_blocks = R * C // 32
     _mxfp6_pack_rows_tuned[lambda meta: (triton.cdiv(n_blocks, meta["NB"]),)](
-        x.view(torch.int16), data.view(torch.int32), scales, n_blocks, EMAX=emax, EMIN=emin, MB=mb,
-        TH=mxfp6_spec.mode_threshold(fmt, mode))
+        x.view(torch.int16), _words(data), scales, n_blocks, **_format_constants(fmt, mode))
     return data, scales
+
+
+# Column and dual packers: program (rb, j) loads the [32, BLOCK_C] tile of X[R, C] at rows
+# 32*rb .., columns j*BLOCK_C .. once. Its columns, transposed to [BLOCK_C, 32], are BLOCK_C
+# column blocks: column c's blob of row block rb at byte (c*RB + rb)*24 of data [C, RB, 24], its
+# scale at c*RB + rb. The dual kernel also packs the tile's rows: viewed as [BLOCK_C, 32], block
+# n is row n // (BLOCK_C/32), column block j*BLOCK_C/32 + n % (BLOCK_C/32), at byte
+# row*(3C/4) + block*24 of data [R, 3C/4], its scale at row*(C/32) + block.
+
+@triton.jit
+def _mxfp6_store_column_blobs(tile, col0, rb, RB, C, data_ptr, scale_ptr, EMAX: tl.constexpr, EMIN: tl.constexpr,
+                              MB: tl.constexpr, TH: tl.constexpr, BLOCK_C: tl.constexpr):
+    scale, code = _mxfp6_encode(tl.trans(tile), EMAX, EMIN, MB, TH)
+    v0, v1, v2 = _mxfp6_words(code, BLOCK_C)
+    h = tl.arange(0, 2 * BLOCK_C)
+    hcol = col0 + h // 2
+    out = data_ptr + (hcol.to(tl.int64) * RB + rb) * 6 + (h % 2) * 3
+    hok = hcol < C
+    tl.store(out, v0, mask=hok)
+    tl.store(out + 1, v1, mask=hok)
+    tl.store(out + 2, v2, mask=hok)
+    cols = col0 + tl.arange(0, BLOCK_C)
+    tl.store(scale_ptr + cols.to(tl.int64) * RB + rb, scale.to(tl.uint8), mask=cols < C)
+
+
+@triton.jit
+def _mxfp6_load_tile(x_ptr, rb, col0, C, BLOCK_C: tl.constexpr):
+    """The [32, BLOCK_C] tile's bf16 bits as int32 (0..65535); columns past C read as zeros."""
+    rows = rb * 32 + tl.arange(0, 32)
+    cols = col0 + tl.arange(0, BLOCK_C)
+    bits = tl.load(x_ptr + rows[:, None] * C + cols[None, :], mask=(cols < C)[None, :], other=0)
+    return bits.to(tl.int32) & 0xFFFF
+
+
+@triton.jit
+def _mxfp6_pack_cols_kernel(x_ptr, data_ptr, scale_ptr, RB, C, EMAX: tl.constexpr, EMIN: tl.constexpr,
+                            MB: tl.constexpr, TH: tl.constexpr, BLOCK_C: tl.constexpr):
+    rb = tl.program_id(0).to(tl.int64)
+    col0 = tl.program_id(1) * BLOCK_C
+    tile = _mxfp6_load_tile(x_ptr, rb, col0, C, BLOCK_C)
+    _mxfp6_store_column_blobs(tile, col0, rb, RB, C, data_ptr, scale_ptr, EMAX, EMIN, MB, TH, BLOCK_C)
+
+
+@triton.jit
+def _mxfp6_pack_dual_kernel(x_ptr, row_data_ptr, row_scale_ptr, col_data_ptr, col_scale_ptr, RB, C,
+                            EMAX: tl.constexpr, EMIN: tl.constexpr, MB: tl.constexpr, TH: tl.constexpr,
+                            BLOCK_C: tl.constexpr):
+    rb = tl.program_id(0).to(tl.int64)
+    col0 = tl.program_id(1) * BLOCK_C
+    tile = _mxfp6_load_tile(x_ptr, rb, col0, C, BLOCK_C)
+    scale, code = _mxfp6_encode(tl.reshape(tile, (BLOCK_C, 32)), EMAX, EMIN, MB, TH)
+    v0, v1, v2 = _mxfp6_words(code, BLOCK_C)
+    h = tl.arange(0, 2 * BLOCK_C)
+    row = rb * 32 + (h // 2) // (BLOCK_C // 32)
+    blk = col0 // 32 + (h // 2) % (BLOCK_C // 32)
+    out = row_data_ptr + row * (C // 32 * 6) + blk * 6 + (h % 2) * 3
+    hok = blk < C // 32
+    tl.store(out, v0, mask=hok)
+    tl.store(out + 1, v1, mask=hok)
+    tl.store(out + 2, v2, mask=hok)
+    n = tl.arange(0, BLOCK_C)
+    srow = rb * 32 + n // (BLOCK_C // 32)
+    sblk = col0 // 32 + n % (BLOCK_C // 32)
+    tl.store(row_scale_ptr + srow * (C // 32) + sblk, scale.to(tl.uint8), mask=sblk < C // 32)
+    _mxfp6_store_column_blobs(tile, col0, rb, RB, C, col_data_ptr, col_scale_ptr, EMAX, EMIN, MB, TH, BLOCK_C)
+
+
+_MXFP6_TILE_CONFIGS = [triton.Config({"BLOCK_C": c}, num_warps=w, num_stages=1)
+                       for c, w in ((32, 2), (32, 4), (64, 4), (64, 8), (128, 4), (128, 8))]
+_mxfp6_pack_cols_tuned = triton.autotune(configs=_MXFP6_TILE_CONFIGS, key=["RB", "C", "EMAX", "TH"])(
+    _mxfp6_pack_cols_kernel)
+_mxfp6_pack_dual_tuned = triton.autotune(configs=_MXFP6_TILE_CONFIGS, key=["RB", "C", "EMAX", "TH"])(
+    _mxfp6_pack_dual_kernel)
+
+
+def _column_blobs(x, out):
+    R, C = x.shape
+    assert R % 32 == 0 and C % 32 == 0 and x.is_contiguous()
+    data, scales = out or (torch.empty(C, R * 3 // 4, device=x.device, dtype=torch.uint8),
+                           torch.empty(C, R // 32, device=x.device, dtype=torch.uint8))
+    assert data.numel() == C * R * 3 // 4 and scales.numel() == C * R // 32 and scales.is_contiguous()
+    return data, scales
+
+
+def mxfp6_pack_cols(x, fmt, mode, out=None):
+    """Column blobs of X[R, C] (the row blobs of X^T): data [C, 3R/4], scales [C, R/32]."""
+    R, C = x.shape
+    data, scales = _column_blobs(x, out)
+    _mxfp6_pack_cols_tuned[lambda meta: (R // 32, triton.cdiv(C, meta["BLOCK_C"]))](
+        x.view(torch.int16), _words(data), scales, R // 32, C, **_format_constants(fmt, mode))
+    return data, scales
+
+
+def mxfp6_pack_dual(x, fmt, mode, out=None):
+    """Row then column blobs of X[R, C] from one read: row data [R, 3C/4], row scales [R, C/32],
+    column data [C, 3R/4], column scales [C, R/32]."""
+    R, C = x.shape
+    row_data, row_scales = out[:2] if out else (torch.empty(R, C * 3 // 4, device=x.device, dtype=torch.uint8),
+                                                torch.empty(R, C // 32, device=x.device, dtype=torch.uint8))
+    assert row_data.numel() == R * C * 3 // 4 and row_scales.numel() == R * C // 32 and row_scales.is_contiguous()
+    col_data, col_scales = _column_blobs(x, out[2:] if out else None)
+    _mxfp6_pack_dual_tuned[lambda meta: (R // 32, triton.cdiv(C, meta["BLOCK_C"]))](
+        x.view(torch.int16), _words(row_data), row_scales, _words(col_data), col_scales, R // 32, C,
+        **_format_constants(fmt, mode))
+    return row_data, row_scales, col_data, col_scales
+
+
+# ---------------------------------------------------------------------------------------------
+# The packer prologue's baseline: the unfused sequence, timed as one -- the Triton whole-QKV
+# backward above writes d(mixed_qkv), the Triton dual packer reads it back.
+
+class _Sequence:
+    """The tuners of a baseline made of several run in order; best_config: each one's last choice,
+    prefixed with its name."""
+
+    def __init__(self, **tuners):
+        self.tuners = tuners
+
+    @property
+    def best_config(self):
+        merged = {}
+        for name, tuner in self.tuners.items():
+            cfg = getattr(tuner, "best_config", None)
+            if isinstance(cfg, dict):
+                merged.update({f"{name}.{k}": v for k, v in cfg.items()})
+            elif cfg is not None:
+                merged.update({f"{name}.{k}": v for k, v in
+                               {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}.items()})
+        return merged or None
+
+
+_norm_rope_qkv_bwd_pack_sequence = _Sequence(bwd=_norm_rope_qkv_bwd_tuner, pack=_mxfp6_pack_dual_tuned)
+
+
+def norm_rope_qkv_bwd_pack(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd, k_rstd, pos_div,
+                           fmt, mode, out=None):
+    """out: row data, row scales, column data, column scales, dw[, d(mixed_qkv) in qkv's layout];
+    returns all six, d(mixed_qkv) allocated here when out has none (the unfused sequence writes it
+    either way)."""
+    T, _, H, Dh = qkv.shape
+    C = 3 * H * Dh
+    if out is None:
+        u8 = lambda *shape: torch.empty(*shape, device=qkv.device, dtype=torch.uint8)
+        out = (u8(T, C * 3 // 4), u8(T, C // 32), u8(C, T * 3 // 4), u8(C, T // 32),
+               torch.empty(2, Dh, device=qkv.device, dtype=torch.float32))
+    if len(out) == 5:
+        out = tuple(out) + (torch.empty_strided(qkv.shape, qkv.stride(), device=qkv.device, dtype=qkv.dtype),)
+    row_data, row_scales, col_data, col_scales, dw, dqkv = out
+    norm_rope_qkv_bwd(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd, k_rstd, pos_div,
+                      out=(dqkv, dw))
+    mxfp6_pack_dual(mixed_matrix(dqkv), fmt, mode, out=(row_data, row_scales, col_data, col_scales))
+    return tuple(out)
 
 
 IMPLEMENTATIONS = {
@@ -426,6 +603,10 @@ IMPLEMENTATIONS = {
     "ln_modulate_bwd": (ln_modulate_bwd, _ln_modulate_bwd_tuner),
     "norm_rope_qkv_bwd": (norm_rope_qkv_bwd, _norm_rope_qkv_bwd_tuner),
     "mxfp6_pack_rows": (mxfp6_pack_rows, _mxfp6_pack_rows_tuned),
+    "mxfp6_pack_cols": (mxfp6_pack_cols, _mxfp6_pack_cols_tuned),
+    "mxfp6_pack_dual": (mxfp6_pack_dual, _mxfp6_pack_dual_tuned),
+    "norm_rope_qkv_bwd_pack": (norm_rope_qkv_bwd_pack, _norm_rope_qkv_bwd_pack_sequence),
+    "norm_rope_qkv_bwd_pack_bf16": (norm_rope_qkv_bwd_pack, _norm_rope_qkv_bwd_pack_sequence),
 }
 
 
