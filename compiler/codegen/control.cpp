@@ -68,15 +68,38 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   Value start = toI64(values_[op.operands[0]].scalar);
   Value end = toI64(values_[op.operands[1]].scalar);
   Value step = toI64(values_[op.operands[2]].scalar);
-  auto loop = scf::ForOp::create(b_, start, end, step);
+  PipelinePlan plan;
+  if (pipelinesLoops()) plan = planPipeline(id);
+  if (plan.loads.empty()) {
+    auto loop = scf::ForOp::create(b_, start, end, step);
+    openLoops_.push_back(loop);
+    values_[id].scalar = loop.getInductionVar();
+    b_.setInsertionPoint(loop.getBody()->getTerminator());
+    return success();
+  }
+  // The first trip's loads before the loop; each trip starts the next trip's loads before its
+  // own work and carries them over (pipeline.cpp).
+  SmallVector<Value> first = emitPrefetch(plan, start, end);
+  auto loop = scf::ForOp::create(b_, start, end, step, first);
   openLoops_.push_back(loop);
-  values_[id].scalar = loop.getInductionVar();
-  b_.setInsertionPoint(loop.getBody()->getTerminator());
+  Value iv = loop.getInductionVar();
+  values_[id].scalar = iv;
+  b_.setInsertionPointToEnd(loop.getBody());
+  plan.end = end;
+  plan.next = emitPrefetch(plan, arith::AddIOp::create(b_, iv, step), end);
+  values_[id].scalar = iv;
+  bindPrefetched(plan, loop.getRegionIterArgs());
+  prefetched_.insert(plan.loads.begin(), plan.loads.end());
+  pipelined_[id] = plan;
   return success();
 }
 
-LogicalResult KernelEmitter::emitForEnd() {
-  Operation* loop = openLoops_.pop_back_val();
+LogicalResult KernelEmitter::emitForEnd(const kir::Op& op) {
+  auto loop = cast<scf::ForOp>(openLoops_.pop_back_val());
+  if (auto plan = pipelined_.find(int(op.ival)); plan != pipelined_.end()) {
+    scf::YieldOp::create(b_, plan->second.next);
+    pipelined_.erase(plan);
+  }
   b_.setInsertionPointAfter(loop);
   return success();
 }

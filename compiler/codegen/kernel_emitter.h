@@ -4,6 +4,7 @@
 // reductions, pair rotation); mx_ops.cpp the MXFP6 scale, encode and 6-bit packing.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -103,7 +104,24 @@ class KernelEmitter {
   LogicalResult emitVarRead(const kir::Op& op, int id);
   LogicalResult emitVarWrite(const kir::Op& op);
   LogicalResult emitForBegin(const kir::Op& op, int id);
-  LogicalResult emitForEnd();
+  LogicalResult emitForEnd(const kir::Op& op);
+  // pipeline.cpp
+  /// A loop whose loads are issued one trip ahead (PREFETCH = 2).
+  struct PipelinePlan {
+    int forId = -1;
+    std::vector<int> loads;  // the body's loads whose addresses can be computed for any trip
+    std::vector<int> slice;  // the scalar body ops those addresses need, in KIR order
+    Value end;               // the loop's bound, for the guard of the next trip's loads
+    SmallVector<Value> next; // the next trip's loads, issued at the start of this trip
+  };
+  bool pipelinesLoops() const;
+  PipelinePlan planPipeline(int forId) const;
+  SmallVector<Type> prefetchTypes(const PipelinePlan& plan);
+  /// The plan's loads at trip `trip` (the slice recomputed for it), or zeros when trip >= end;
+  /// flattened: a scalar, or the chunks of a vector, per load.
+  SmallVector<Value> emitPrefetch(const PipelinePlan& plan, Value trip, Value end);
+  /// Makes the plan's loads read `carried` (emitPrefetch's layout).
+  void bindPrefetched(const PipelinePlan& plan, ValueRange carried);
   // mx_ops.cpp
   LogicalResult emitMxScale(const kir::Op& op, int id);
   LogicalResult emitMxEncode(const kir::Op& op, int id);
@@ -174,6 +192,8 @@ class KernelEmitter {
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
   std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)
   SmallVector<Operation*> openLoops_;        // scf.for ops whose ForEnd is still ahead
+  std::map<int, PipelinePlan> pipelined_;    // ForBegin id -> its plan, while the loop is open
+  std::set<int> prefetched_;                 // loads whose values the pipelined loops carry
 };
 
 

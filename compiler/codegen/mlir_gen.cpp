@@ -622,7 +622,7 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
     case OpCode::VarRead: return emitVarRead(op, id);
     case OpCode::VarWrite: return emitVarWrite(op);
     case OpCode::ForBegin: return emitForBegin(op, id);
-    case OpCode::ForEnd: return emitForEnd();
+    case OpCode::ForEnd: return emitForEnd(op);
     default: return emitElementwise(op, id);
   }
 }
@@ -704,8 +704,10 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = func.getWorkgroupAttributions()[slot];
   values_.assign(k_.ops.size(), RegValue());
   int64_t pointerAlignment = 1;
-  for (int i : emissionOrder())
+  for (int i : emissionOrder()) {
+    if (prefetched_.count(i)) continue;  // a pipelined loop carries its value
     if (failed(emitOp(k_.ops[i], i))) return nullptr;
+  }
   for (const kir::Op& op : k_.ops) {
     if ((op.code == OpCode::Load && op.type.isVector()) ||
         (op.code == OpCode::Store && k_.ops[op.value].type.isVector()))
