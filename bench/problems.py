@@ -694,11 +694,14 @@ class LnModulateBwd(Problem):
 
 
 class NormRopeQkvBwd(_NormRopeBase):
-    """Whole-QKV norm+RoPE backward. Ours is two launches timed as one: norm_rope_qkv_bwd (all of
-    d(mixed_qkv), in mixed_qkv's layout, and fp32 dw partials: P programs' rows, for Q and K) then
-    norm_rope_dw_reduce (the P partials in order)."""
+    """Whole-QKV norm+RoPE backward. Ours is two launches timed as one: a pass writing all of
+    d(mixed_qkv), in mixed_qkv's layout, and fp32 dw partials for Q and K, then norm_rope_dw_reduce
+    (the P partials in order). The pass is either kernel of the same math: norm_rope_qkv_bwd (P =
+    PARTIALS programs, each a loop over every P-th row) or, where T % 32 == 0,
+    norm_rope_qkv_bwd_tiles (one program per 32 tokens x head over [T/32, 32, ...] views of the
+    same tensors: P = T/32 * H partials, each 32 tokens deep); its plans' configs start "tiles"."""
     kernel = "norm_rope_qkv_bwd"
-    stage_kernels = ("norm_rope_qkv_bwd", "norm_rope_dw_reduce")
+    stage_kernels = ("norm_rope_qkv_bwd", "norm_rope_qkv_bwd_tiles", "norm_rope_dw_reduce")
     family = "norm+RoPE whole-QKV bwd"
     torch_fn = staticmethod(norm_rope_qkv_bwd_torch)
     copy_target = 0.85  # DESIGN.md section 10: backward kernels
@@ -754,9 +757,13 @@ class NormRopeQkvBwd(_NormRopeBase):
         return self._view(torch.empty_like(self.mixed)), torch.empty(2, HEAD_DIM, device=self.mixed.device, dtype=F32)
 
     def plans(self, objects):
-        return [self._plan(bpath, bmeta, rpath, rmeta)
-                for bpath, bmeta in objects.get("norm_rope_qkv_bwd", [])
-                for rpath, rmeta in objects.get("norm_rope_dw_reduce", [])]
+        reductions = objects.get("norm_rope_dw_reduce", [])
+        plans = [self._plan(bpath, bmeta, rpath, rmeta)
+                 for bpath, bmeta in objects.get("norm_rope_qkv_bwd", []) for rpath, rmeta in reductions]
+        if self.T % 32 == 0:
+            plans += [self._tiles_plan(bpath, bmeta, rpath, rmeta)
+                      for bpath, bmeta in objects.get("norm_rope_qkv_bwd_tiles", []) for rpath, rmeta in reductions]
+        return plans
 
     def _plan(self, bpath, bmeta, rpath, rmeta):
         dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
@@ -779,12 +786,44 @@ class NormRopeQkvBwd(_NormRopeBase):
                     [Stage(bpath, bmeta, P, bwd_values), Stage(rpath, rmeta, 2, reduce_values)],
                     functools.partial(self.check, depth=-(-self.rows // P) + P), scratch)
 
+    def _tiles_plan(self, bpath, bmeta, rpath, rmeta):
+        """norm_rope_qkv_bwd_tiles: the same tensors as [T/32, 32, ...] views (qkv and dqkv keep
+        mixed_qkv's strides, with a block stride of 32 tokens), the weights expanded to [32, 128]
+        with stride 0; one program per (block, head), so P = T/32 * H partials [2, T/32, H, 128],
+        reduced as [2, P, 128]. dw is 32 + P additions deep."""
+        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
+        T, H = self.T, self.heads
+        TB = T // 32
+        P = TB * H
+        blocks = lambda t: t.view(TB, 32, *t.shape[1:])  # [T, ...] as [T/32, 32, ...]
+        qkv_blocks = blocks(qkv)  # strides (32*token, token, part, head, 1)
+
+        def scratch():
+            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),)
+
+        def bwd_values(outs, parts):
+            return {"dq": blocks(dq), "dk": blocks(dk), "dv": blocks(dv), "qkv": qkv_blocks,
+                    "q_weight": qw.expand(32, HEAD_DIM), "k_weight": kw.expand(32, HEAD_DIM), "q_cos": qc,
+                    "q_sin": qs, "k_cos": kc, "k_sin": ks, "q_rstd": blocks(qr), "k_rstd": blocks(kr),
+                    "dqkv": blocks(outs[0]), "dw_part": parts[0], "qkv_block_stride": qkv_blocks.stride(0),
+                    "qkv_token_stride": qkv_blocks.stride(1), "qkv_part_stride": qkv_blocks.stride(2),
+                    "qkv_head_stride": qkv_blocks.stride(3), "pos_div": pos_div, "TB": TB, "H": H,
+                    "S": self.positions}
+
+        def reduce_values(outs, parts):
+            return {"dw_part": parts[0].view(2, P, HEAD_DIM), "dw": outs[1], "G": 2, "P": P}
+
+        return Plan(f"tiles {mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}",
+                    [Stage(bpath, bmeta, P, bwd_values), Stage(rpath, rmeta, 2, reduce_values)],
+                    functools.partial(self.check, depth=-(-self.rows // P) + P), scratch)
+
     def check(self, outs, depth=None, chunk=2048):
         """dQ, dK: 1 ulp, or 0.5*ulp + 2^-20 * rstd*(|dn|~*|w| + |u|*sum(|dn|~*|w|*|u|)/128),
         |dn|~ the rotation's addends' magnitudes; dV: bit-exact copy; dw (f32): |out - ref| <=
         (depth + 8)*2^-24 * sum over rows of |dn|~*|u|, depth = rows/P + P: the GPU test's bound,
-        for ours and for the baselines alike (P = 8192 for them; a bound for any order of `rows`
-        additions, ~rows*2^-24 of the magnitudes, would not even catch a zero dw)."""
+        for ours (rows/P = 32 for the tiled pass) and for the baselines alike (P = 8192 for them; a
+        bound for any order of `rows` additions, ~rows*2^-24 of the magnitudes, would not even
+        catch a zero dw)."""
         dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
         dqkv, dw = outs
         T, H, S = self.T, self.heads, self.positions
