@@ -1,25 +1,55 @@
-// MXFP6 in integer ALU code (specs/mxfp6.md), the path for gfx942 and sm_90, which have no FP6
-// instructions. All arithmetic is on the bf16 bit patterns, so it is exact on every target and
-// independent of the denormal mode.
+// MXFP6 in ALU code (specs/mxfp6.md), the path for gfx942 and sm_90, which have no FP6
+// instructions.
 //
 // Scale of a 32-element block (amax = the largest |bf16| bit pattern; NaN/Inf sort above
 // every finite value as integers):
 //   amax >= 0x7F80 -> 0xFF;  E = amax >> 7;  E == 0 -> 0x00
 //   s = E - 127 - EMAX (+ (m7 > RC) for RCEIL, + (m7 >= EV) for EVEN), clamp to [-127, 127], + 127
 //
-// Element code of x under scale byte S, with x = M * 2^k exactly (M the 8-bit significand):
-//   normal:    M = 0x80 | m7, k = Ex - 7 - S      subnormal: M = m7, k = 1 - 7 - S
-//   e  = floor_log2(M) + k                       (the exponent of y = x * 2^-(S-127))
-//   qe = max(e, EMIN) - MB;  r = RNE(M * 2^(k - qe))
-//   cm = (max(e - EMIN + 1, 0) << MB) + r - (e >= EMIN ? 1 << MB : 0)
-//   code = min(cm, 31) | sign << 5               (S == 0xFF: sign | 0x1F)
-// The shift k - qe is at most 3 to the left (small subnormal significands) and clamped at 16 to
-// the right, where M < 2^8 rounds to 0 anyway.
+// Element code of a bf16 x under scale byte S (y = x * 2^(127-S)): integer ops on f32 bit
+// patterns (u32 lanes) and two FMAs, which do the normalisation and the rounding. Per block,
+// with k = S < 128 ? 7 : 0 and sh = 23 - MB:
+//   K = k << 23;   L = (EMIN + S + k) << 23;   H = S == 0xFF ? 0 : (L >> sh) + 31
+// Per element, bits = the bf16 zero-extended (16 ops, the first shared with the amax):
+//   t    = (bits & 0x7FFF) << 16                               the f32 bits of |x|
+//   xa   = umin(t + K, bits(fma(f32(t + 2^23), 2^7, -2^-119)))  |x| * 2^k
+//   A    = umax(xa, L) & 0xFF800000
+//   c    = umin(bits(fma(f32(xa), 2^(MB-23), f32(A))) - A + (A >> sh), H)
+//   code = c + 31 - H + ((bits >> 10) & 0x20)
+// Why this is the spec's encode, bit for bit and whatever the f32 denormal mode:
+//  - xa = |x| * 2^k as a normal f32 (or 0) wherever the code depends on it. For a normal x it is
+//    t + K. A bf16 subnormal has t + 2^23 = 2^-126 + |x| (exponent field 1), so the first FMA
+//    returns exactly |x| * 2^7, normal or 0; for a normal x it returns (2|x| - 2^-126) * 2^7,
+//    which is at least t + K, so the unsigned min picks the right operand without a compare.
+//    k = 7 (S < 128) is what makes subnormals and L normal at small S; k = 0 keeps L finite at
+//    large S, where a subnormal x keeps its denormal t (y < 2^-120: code 0, read as 0 or not).
+//  - L is the smallest normal element in xa's units (2^(EMIN + S - 127) * 2^k) and A the power
+//    of two of max(xa, L). The second FMA adds xa * 2^(MB-23) < 2^(MB-22) * A to A, staying in
+//    A's binade, so it rounds to nearest even at 2^(max(e, L) - MB) in xa's units: the element
+//    grid step 2^(max(e_y, EMIN) - MB). Its bits minus A's are r = RNE(y / step), 0..2^(MB+1),
+//    and (A - L) >> sh = (max(e_y, EMIN) - EMIN) << MB, so c - (L >> sh) is the spec's cm (a
+//    carry of r rolls into the exponent). The min with H saturates at 31.
+//  - Out of range, the unsigned ops saturate: at S < 128 an x >= 2^121 overflows t + K into the
+//    sign bit or an Inf/NaN pattern while the first FMA gives +Inf (or NaN, of either sign), so
+//    xa is +Inf, a NaN or has the sign bit; then A is Inf or has the sign bit too, and c is at
+//    least 255 << MB > H (L <= 134 << 23 there). At S >= 128 a NaN x reaches the second FMA as
+//    a NaN and gets a quiet NaN back, so c >= 2^22 > H whatever its sign. A NaN block
+//    (S = 0xFF) has H = 0: every code is sign | 0x1F.
+//  - Denormals: the first FMA reads one only for a NaN/Inf x (t + 2^23 wraps to -0 or a negative
+//    denormal; its negative result loses the min either way), the second only for a subnormal x
+//    under S >= 128 (code 0 either way); neither returns one. Flushed or kept, same codes.
+//  - An Inf x with a finite scale byte (which mx_scale never gives: an Inf makes the block 0xFF)
+//    is +-2^128 without its leading one: saturated below S = 252 (E2M3) or 250 (E3M2), smaller
+//    codes above. The CPU encoder saturates it always.
+// tests/interp/mxfp6_alu_encode_test.cpp runs this sequence against the CPU encoder for every
+// bf16 pattern, scale byte and format, with denormals kept and flushed and every NaN result.
 //
 // gfx950 encodes and packs a whole block in one instruction: pack6(mx_encode(v, s)) with 32
 // elements per thread becomes v_cvt_scalef32_pk32_{fp6,bf6}_bf16 (the scale operand is the f32
 // whose exponent field is the scale byte). Blocks with scale 0xFF take the spec's sign|0x1F codes
 // instead, which the instruction does not define.
+
+#include <cmath>
 
 #include "compiler/codegen/kernel_emitter.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -59,6 +89,8 @@ class IntMath {
   Value shr(Value a, Value x) { return arith::ShRUIOp::create(b_, a, x); }
   Value max(Value a, Value x) { return arith::MaxSIOp::create(b_, a, x); }
   Value min(Value a, Value x) { return arith::MinSIOp::create(b_, a, x); }
+  Value umax(Value a, Value x) { return arith::MaxUIOp::create(b_, a, x); }
+  Value umin(Value a, Value x) { return arith::MinUIOp::create(b_, a, x); }
   Value cmp(arith::CmpIPredicate p, Value a, Value x) { return arith::CmpIOp::create(b_, p, a, x); }
   Value sel(Value cond, Value a, Value x) { return arith::SelectOp::create(b_, cond, a, x); }
   Value zext(Value bool_) { return arith::ExtUIOp::create(b_, ty_, bool_); }
@@ -112,78 +144,100 @@ LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
   // Its Pack6 emits the native instruction instead; the codes never exist on their own.
   if (usesNativeMxPack(id)) return success();
   FormatConstants fc = constantsFor(kir::mxFormat(op.ival));
+  const int64_t gridShift = 23 - fc.mbits;
   Layout scales = layoutFor(k_.ops[op.operands[1]].type.length);
+  Type i32 = b_.getI32Type(), f32 = b_.getF32Type();
   for (int64_t c = 0; c < chunks_; ++c) {
     Value chunk = values_[op.operands[0]].chunks[c];
     Value scaleChunk = values_[op.operands[1]].chunks[c];
     int64_t perThread = cast<VectorType>(chunk.getType()).getNumElements();
-    Type i32v = sameShape(chunk, b_.getI32Type());
-    IntMath m(b_, i32v);
-    // Each element's block scale, spread to the element's position.
-    Value scale8;
-    if (scales.replicas > 1) {
-      scale8 = broadcast(vector::ExtractOp::create(b_, scaleChunk, ArrayRef<int64_t>{0}),
-                         VectorType::get({perThread}, b_.getI8Type()));
-    } else {
-      SmallVector<int64_t> mask;
-      for (int64_t e = 0; e < perThread; ++e) mask.push_back(e / 32);
-      scale8 = vector::ShuffleOp::create(b_, scaleChunk, scaleChunk, mask);
-    }
-    Value scale = arith::ExtUIOp::create(b_, i32v, scale8);
-    Value bits = arith::ExtUIOp::create(b_, i32v, arith::BitcastOp::create(b_, sameShape(chunk, b_.getI16Type()), chunk));
 
-    Value sign = m.shl(m.shr(bits, m.c(15)), m.c(5));
-    Value ex = m.band(m.shr(bits, m.c(7)), m.c(0xFF));
-    Value m7 = m.band(bits, m.c(0x7F));
-    Value subnormal = m.cmp(arith::CmpIPredicate::eq, ex, m.c(0));
-    Value sig = m.sel(subnormal, m7, m.bor(m7, m.c(0x80)));
-    Value k = m.sub(m.sub(m.sel(subnormal, m.c(1), ex), m.c(7)), scale);
-    Value clz = LLVM::CountLeadingZerosOp::create(b_, i32v, sig, false);
-    Value e = m.add(m.sub(m.c(31), clz), k);
-    Value qe = m.sub(m.max(e, m.c(fc.emin)), m.c(fc.mbits));
-    Value shift = m.sub(qe, k);
-    // Left shift (exact) for shift <= 0; round half to even for shift > 0.
-    Value left = m.shl(sig, m.max(m.sub(m.c(0), shift), m.c(0)));
-    Value right = m.min(m.max(shift, m.c(1)), m.c(16));
-    Value quotient = m.shr(sig, right);
-    Value remainder = m.band(sig, m.sub(m.shl(m.c(1), right), m.c(1)));
-    Value half = m.shl(m.c(1), m.sub(right, m.c(1)));
-    Value up = arith::OrIOp::create(
-        b_, m.cmp(arith::CmpIPredicate::ugt, remainder, half),
-        arith::AndIOp::create(b_, m.cmp(arith::CmpIPredicate::eq, remainder, half),
-                              m.cmp(arith::CmpIPredicate::ne, m.band(quotient, m.c(1)), m.c(0))));
-    Value rounded = m.add(quotient, m.zext(up));
-    Value r = m.sel(m.cmp(arith::CmpIPredicate::sle, shift, m.c(0)), left, rounded);
-    Value normal = m.cmp(arith::CmpIPredicate::sge, e, m.c(fc.emin));
-    Value cm = m.sub(m.add(m.shl(m.max(m.add(m.sub(e, m.c(fc.emin)), m.c(1)), m.c(0)), m.c(fc.mbits)), r),
-                     m.sel(normal, m.c(1 << fc.mbits), m.c(0)));
-    Value code = m.min(cm, m.c(31));
-    code = m.sel(m.cmp(arith::CmpIPredicate::eq, sig, m.c(0)), m.c(0), code);
-    code = m.sel(m.cmp(arith::CmpIPredicate::eq, scale, m.c(0xFF)), m.c(0x1F), code);
-    code = m.bor(code, sign);
+    // Per block, on the scale bytes: K, L, H and 31 - H of the header.
+    IntMath s(b_, sameShape(scaleChunk, i32));
+    Value scale = arith::ExtUIOp::create(b_, sameShape(scaleChunk, i32), scaleChunk);
+    Value small = s.cmp(arith::CmpIPredicate::ult, scale, s.c(128));
+    Value scaleUp = s.sel(small, s.c(7 << 23), s.c(0));
+    Value floor = s.shl(s.add(scale, s.sel(small, s.c(fc.emin + 7), s.c(fc.emin))), s.c(23));
+    Value bound = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0),
+                        s.add(s.shr(floor, s.c(gridShift)), s.c(31)));
+    Value unbias = s.sub(s.c(31), bound);
+    // Each block's constants, spread to its elements' positions.
+    Type i32v = VectorType::get({perThread}, i32);
+    SmallVector<int64_t> mask;
+    for (int64_t e = 0; e < perThread; ++e) mask.push_back(e / 32);
+    auto spread = [&](Value perBlock) -> Value {
+      if (scales.replicas > 1) return broadcast(vector::ExtractOp::create(b_, perBlock, ArrayRef<int64_t>{0}), i32v);
+      return vector::ShuffleOp::create(b_, perBlock, perBlock, mask);
+    };
+    scaleUp = spread(scaleUp);
+    floor = spread(floor);
+    bound = spread(bound);
+    unbias = spread(unbias);
+
+    // Per element: the header's sequence, op for op.
+    IntMath m(b_, i32v);
+    Type f32v = VectorType::get({perThread}, f32);
+    auto asFloat = [&](Value v) -> Value { return arith::BitcastOp::create(b_, f32v, v); };
+    auto fconst = [&](float v) { return splat(f32v, b_.getF32FloatAttr(v)); };
+    auto fmaBits = [&](Value a, Value x, Value y) -> Value {
+      return arith::BitcastOp::create(b_, i32v, LLVM::FMAOp::create(b_, a, x, y));
+    };
+    Value bits = arith::ExtUIOp::create(b_, i32v, arith::BitcastOp::create(b_, sameShape(chunk, b_.getI16Type()), chunk));
+    Value t = m.shl(m.band(bits, m.c(0x7FFF)), m.c(16));
+    Value normalised = fmaBits(asFloat(m.add(t, m.c(1 << 23))), fconst(0x1p7f), fconst(-0x1p-119f));
+    Value xa = m.umin(m.add(t, scaleUp), normalised);
+    Value binade = m.band(m.umax(xa, floor), m.c(int32_t(0xFF800000u)));
+    Value rounded = fmaBits(asFloat(xa), fconst(std::ldexp(1.0f, int(fc.mbits) - 23)), asFloat(binade));
+    Value biased = m.add(m.sub(rounded, binade), m.shr(binade, m.c(gridShift)));
+    Value code = m.add(m.umin(biased, bound), unbias);
+    code = m.add(code, m.band(m.shr(bits, m.c(10)), m.c(0x20)));
     values_[id].chunks.push_back(arith::TruncIOp::create(b_, sameShape(code, b_.getI8Type()), code));
   }
   return success();
 }
 
-Value KernelEmitter::packCodes(Value codes) {
-  Type i32 = b_.getI32Type();
-  Type i8 = b_.getI8Type();
-  IntMath m(b_, i32);
+namespace {
+
+/// The byte image of 6-bit codes (`codes`: i32 lanes, each below 64), element i at bits
+/// [6i, 6i+6) LSB first: 24-bit groups c0 | c1<<6 | c2<<12 | c3<<18, cut into the widest words
+/// (i32, i16 or i8) that tile the 3n/4 bytes, bitcast to bytes.
+Value packSmallCodes(ImplicitLocOpBuilder& b, Value codes) {
+  Type i32 = b.getI32Type();
+  IntMath m(b, i32);
   int64_t n = cast<VectorType>(codes.getType()).getNumElements();
-  Value out = splat(VectorType::get({n / 4 * 3}, i8), cast<TypedAttr>(b_.getZeroAttr(i8)));
+  SmallVector<Value> groups;
   for (int64_t g = 0; g < n / 4; ++g) {
-    Value word = m.c(0);
-    for (int64_t i = 0; i < 4; ++i) {
-      Value code = arith::ExtUIOp::create(b_, i32, vector::ExtractOp::create(b_, codes, ArrayRef<int64_t>{4 * g + i}));
-      word = m.bor(word, m.shl(code, m.c(6 * i)));
-    }
-    for (int64_t byte = 0; byte < 3; ++byte) {
-      Value v = arith::TruncIOp::create(b_, i8, m.shr(word, m.c(8 * byte)));
-      out = vector::InsertOp::create(b_, v, out, ArrayRef<int64_t>{3 * g + byte});
-    }
+    Value group = vector::ExtractOp::create(b, codes, ArrayRef<int64_t>{4 * g});
+    for (int64_t i = 1; i < 4; ++i)
+      group = m.bor(group, m.shl(vector::ExtractOp::create(b, codes, ArrayRef<int64_t>{4 * g + i}), m.c(6 * i)));
+    groups.push_back(group);
   }
-  return out;
+  int64_t bytes = n / 4 * 3;
+  int64_t width = bytes % 4 == 0 ? 32 : bytes % 2 == 0 ? 16 : 8;
+  Type wordType = b.getIntegerType(width);
+  auto wordsType = VectorType::get({bytes * 8 / width}, wordType);
+  Value words = arith::ConstantOp::create(b, DenseElementsAttr::get(wordsType, b.getIntegerAttr(wordType, 0)));
+  for (int64_t w = 0; w < bytes * 8 / width; ++w) {
+    int64_t lo = w * width;
+    Value word;
+    for (int64_t g = lo / 24; g < n / 4 && 24 * g < lo + width; ++g) {
+      Value part = 24 * g >= lo ? m.shl(groups[g], m.c(24 * g - lo)) : m.shr(groups[g], m.c(lo - 24 * g));
+      word = word ? m.bor(word, part) : part;
+    }
+    if (width < 32) word = arith::TruncIOp::create(b, wordType, word);
+    words = vector::InsertOp::create(b, word, words, ArrayRef<int64_t>{w});
+  }
+  if (width == 8) return words;
+  return vector::BitCastOp::create(b, VectorType::get({bytes}, b.getI8Type()), words);
+}
+
+}  // namespace
+
+Value KernelEmitter::packCodes(Value codes) {
+  // Any u8 codes: only their low 6 bits are packed, as the reference's pack4 does.
+  Type i32v = sameShape(codes, b_.getI32Type());
+  IntMath m(b_, i32v);
+  return packSmallCodes(b_, m.band(arith::ExtUIOp::create(b_, i32v, codes), m.c(0x3F)));
 }
 
 Value KernelEmitter::nativeMxPack(const kir::Op& encode, int64_t c) {
@@ -222,7 +276,12 @@ LogicalResult KernelEmitter::emitPack6(const kir::Op& op, int id) {
     for (int64_t c = 0; c < chunks_; ++c) values_[id].chunks.push_back(nativeMxPack(k_.ops[op.operands[0]], c));
     return success();
   }
-  for (Value chunk : values_[op.operands[0]].chunks) values_[id].chunks.push_back(packCodes(chunk));
+  bool encoded = k_.ops[op.operands[0]].code == OpCode::MxEncode;
+  for (Value chunk : values_[op.operands[0]].chunks) {
+    // emitMxEncode's codes are the truncation of i32 lanes below 64: pack those directly.
+    auto trunc = chunk.getDefiningOp<arith::TruncIOp>();
+    values_[id].chunks.push_back(encoded && trunc ? packSmallCodes(b_, trunc.getIn()) : packCodes(chunk));
+  }
   return success();
 }
 
