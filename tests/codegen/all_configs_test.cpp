@@ -16,15 +16,6 @@
 namespace mxfp6 {
 namespace {
 
-std::vector<std::string> kernelFiles() {
-  std::vector<std::string> files;
-  for (const char* dir : {MXFP6_KERNELS_DSL, MXFP6_FIXTURES_DSL})
-    for (const auto& e : std::filesystem::directory_iterator(dir))
-      if (e.path().extension() == ".mxk") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 constexpr size_t kMaxConfigs = 16;
 
 /// The tuning space at default sizes (or its sample), the default config, and the default
@@ -76,7 +67,7 @@ TEST_P(AllConfigs, CompileForEveryTarget) {
   std::printf("%s: %d code objects\n", GetParam().c_str(), compiled);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, AllConfigs, ::testing::ValuesIn(kernelFiles()), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Kernels, AllConfigs, ::testing::ValuesIn(testing::kernelFiles()), [](const auto& info) {
   std::string name = std::filesystem::path(info.param).stem().string();
   for (char& c : name)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';

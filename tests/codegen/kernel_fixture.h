@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compiler/frontend/frontend.h"
 
@@ -26,6 +29,16 @@ inline std::optional<kir::Kernel> instantiateOrFail(const frontend::Module& m, c
   std::optional<kir::Kernel> k = frontend::instantiate(m, kernel, config, diags);
   EXPECT_TRUE(k.has_value()) << diags.render();
   return k;
+}
+
+/// Every .mxk file of kernels_dsl/ and of the test fixtures, sorted.
+inline std::vector<std::string> kernelFiles() {
+  std::vector<std::string> files;
+  for (const char* dir : {MXFP6_KERNELS_DSL, MXFP6_FIXTURES_DSL})
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+      if (e.path().extension() == ".mxk") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace mxfp6::testing

@@ -118,20 +118,11 @@ TEST(SignatureMetadata, ConstantRowExtentsAreWrittenAsConstants) {
   EXPECT_FALSE(j.contains("rows"));
 }
 
-std::vector<std::string> kernelFiles() {
-  std::vector<std::string> files;
-  for (const char* dir : {MXFP6_KERNELS_DSL, MXFP6_FIXTURES_DSL})
-    for (const auto& e : std::filesystem::directory_iterator(dir))
-      if (e.path().extension() == ".mxk") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 // The writer and the runtime's parser agree on every kernel: its metadata loads with a
 // signature whose ABI cross-check passes.
 TEST(SignatureMetadata, EveryKernelsMetadataLoadsWithASignature) {
   int loaded = 0;
-  for (const std::string& file : kernelFiles()) {
+  for (const std::string& file : testing::kernelFiles()) {
     frontend::DiagnosticEngine diags;
     std::optional<frontend::Module> m = frontend::parseFile(file, diags);
     ASSERT_TRUE(m) << diags.render();
