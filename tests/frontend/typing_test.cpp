@@ -222,6 +222,24 @@ TEST(Typing, SliceRules) {
             "t.mxk:3:5: error: length mismatch: storing 2 elements into a slice of 4\n");
 }
 
+TEST(Typing, GatherRules) {
+  // One integer vector index of a load: its length times the slices' elements.
+  const char* gather =
+      "kernel k(tab: f32[S, 8], o: out f32[T, 32]) {\n  row t in T {\n    %s\n  }\n}\n";
+  auto body = [&](const char* line) {
+    char text[256];
+    std::snprintf(text, sizeof text, gather, line);
+    return instantiateErrors(text);
+  };
+  EXPECT_EQ(body("o[t, :] = tab[(t + iota(4)) % S, :]"), "");
+  EXPECT_EQ(body("o[t, :] = tab[iota(4), 0 : 8]"), "");
+  EXPECT_EQ(body("o[t, 0 : 8] = tab[iota(1) + t, :]"), "");
+  EXPECT_EQ(body("o[t, :] = tab[f32(iota(4)), :]"),
+            "t.mxk:3:19: error: an index of 'tab' must be an integer, got f32x4\n");
+  EXPECT_EQ(body("o[iota(2), :] = tab[0, 0 : 8] + tab[1, 0 : 8]"),
+            "t.mxk:3:7: error: an index of 'o' must be a scalar, got i64x2\n");
+}
+
 TEST(Strides, RowMajorWithARuntimeInnerSizeIsComputedOnce) {
   kir::Kernel k = lower(
       "kernel k(a: f32[T, H, 128], o: out f32[T, H]) {\n"

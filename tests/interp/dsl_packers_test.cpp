@@ -196,5 +196,34 @@ kernel k(x: f32[T, 8], y: out f32[T, 4], o: i64) {
   EXPECT_THAT(st.message(), HasSubstr("slice 5 : 4 of dim 1 (8) is outside [0, 8)"));
 }
 
+TEST(TileAccesses, GathersReadTheIndexedRowsAndCheckEveryIndex) {
+  auto k = instantiateSource(R"(
+kernel g(tab: f32[S, 4], o: out f32[T, 12], shift: i64) {
+  row t in T { o[t, :] = tab[(t + shift + iota(3)) % S, :] }
+}
+)", "g");
+  ASSERT_TRUE(k);
+  constexpr int64_t S = 5, T = 4;
+  std::vector<float> tab(S * 4), o(T * 12, -1);
+  for (size_t i = 0; i < tab.size(); ++i) tab[i] = float(i);
+  std::vector<Arg> args = {view(tab, Dtype::F32, {S, 4}), view(o, Dtype::F32, {T, 12}), Arg{int64_t{2}}};
+  Status st = run(*k, args);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t c = 0; c < 4; ++c) EXPECT_EQ(o[t * 12 + i * 4 + c], tab[((t + 2 + i) % S) * 4 + c]);
+  // A gathered index outside the dimension is an error, not a read past the table.
+  auto bad = instantiateSource(R"(
+kernel g(tab: f32[S, 4], o: out f32[T, 12]) {
+  row t in T { o[t, :] = tab[t + iota(3), :] }
+}
+)", "g");
+  ASSERT_TRUE(bad);
+  std::vector<Arg> badArgs = {view(tab, Dtype::F32, {S, 4}), view(o, Dtype::F32, {T, 12})};
+  st = run(*bad, badArgs);
+  ASSERT_FALSE(st.isOk());
+  EXPECT_THAT(st.message(), HasSubstr("gathered index 5 (element 2) of dim 0 (S) is outside [0, 5)"));
+}
+
 }  // namespace
 }  // namespace mxfp6::interp
