@@ -177,5 +177,31 @@ TEST_F(LnModulateCodeObject, ScheduleTheTargetCannotRunIsALocatedError) {
       << c.status().message();
 }
 
+// Transposes of one type and size share a buffer; a program whose buffers would pass the 48 KB
+// any target grants without opting in is a located error naming the bytes, not a ptxas failure.
+TEST(TileCodeObject, TransposeBuffersAreSharedAndBoundedByStaticSharedMemory) {
+  std::optional<frontend::Module> m = testing::parseKernelFile("norm_rope_bwd_pack.mxk");
+  ASSERT_TRUE(m);
+  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, "norm_rope_qkv_bwd_pack", {});
+  ASSERT_TRUE(k);
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  // Five transposes: three of bf16 [32, 128] tiles, two of f32 ones: two buffers of 32 rows of
+  // 128 + padding (one 32-bit word) each.
+  nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
+  EXPECT_EQ(metadata["static_shared_bytes"], 32 * 130 * 2 + 32 * 129 * 4);
+
+  std::optional<frontend::Module> pack = testing::parseKernelFile("mxfp6_pack.mxk");
+  ASSERT_TRUE(pack);
+  k = testing::instantiateOrFail(*pack, "mxfp6_pack_cols", {{"W", 128}, {"ROWS", 4}, {"THREADS", 128}, {"VEC", 32}});
+  ASSERT_TRUE(k);
+  k->rowsPerProgram = 8;  // past the DSL's require: 8 x 32 x 130 bf16 = 66560 bytes
+  c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
+  ASSERT_FALSE(c.isOk());
+  EXPECT_NE(c.status().message().find("mxfp6_pack.mxk:"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("needs 66560 bytes of shared memory"), std::string::npos)
+      << c.status().message();
+}
+
 }  // namespace
 }  // namespace mxfp6
