@@ -45,20 +45,23 @@ def ln_modulate_fwd_torch(x, scale, shift, sample_div, eps):
     return y.to(BF16).view(T, D), mean, rstd
 
 
+def _rotary_pairs(v, cos, sin, pos_div):
+    """v [T, H, 128] f32 as pairs (..., 64, 2), with each token's cos and sin rows broadcast against
+    them: the position of token t is (t / pos_div) % S."""
+    T, H, Dh = v.shape
+    S = cos.shape[0]
+    if pos_div == 1 and T % S == 0:  # batch-major whole samples: the table broadcasts, no gather
+        return v.reshape(T // S, S, H, Dh // 2, 2), cos.view(1, S, 1, -1), sin.view(1, S, 1, -1)
+    pos = torch.div(torch.arange(T, device=v.device), pos_div, rounding_mode="floor") % S
+    return v.reshape(T, H, Dh // 2, 2), cos[pos][:, None], sin[pos][:, None]
+
+
 def _norm_rope_rows(x, weight, cos, sin, pos_div, eps):
     """RMSNorm + interleaved RoPE of a [T, H, 128] view (any strides): y bf16 contiguous, rstd f32."""
     T, H, Dh = x.shape
-    S = cos.shape[0]
     xf = x.float()
     rstd = torch.rsqrt(xf.square().mean(-1) + eps)
-    n = xf * rstd[..., None] * weight.float()
-    if pos_div == 1 and T % S == 0:  # batch-major whole samples: the table broadcasts, no gather
-        n = n.reshape(T // S, S, H, Dh // 2, 2)
-        c, s = cos.view(1, S, 1, -1), sin.view(1, S, 1, -1)
-    else:
-        pos = torch.div(torch.arange(T, device=x.device), pos_div, rounding_mode="floor") % S
-        n = n.reshape(T, H, Dh // 2, 2)
-        c, s = cos[pos][:, None], sin[pos][:, None]
+    n, c, s = _rotary_pairs(xf * rstd[..., None] * weight.float(), cos, sin, pos_div)
     n0, n1 = n[..., 0], n[..., 1]
     y = torch.stack((c * n0 - s * n1, s * n0 + c * n1), dim=-1)
     return y.reshape(T, H, Dh).to(BF16), rstd
@@ -97,15 +100,7 @@ def _norm_rope_bwd_rows(g, x, weight, cos, sin, rstd, pos_div):
     dn = rotation of g by -angle; u = x*rstd; du = dn*w; dx = rstd*(du - u*sum(du*u)/128);
     dw = sum over rows of dn*u. Returns dx (bf16 [T, H, 128]) and dw (f32 [128])."""
     T, H, Dh = g.shape
-    S = cos.shape[0]
-    gf = g.float()
-    if pos_div == 1 and T % S == 0:  # batch-major whole samples: the table broadcasts, no gather
-        gr = gf.reshape(T // S, S, H, Dh // 2, 2)
-        c, s = cos.view(1, S, 1, -1), sin.view(1, S, 1, -1)
-    else:
-        pos = torch.div(torch.arange(T, device=g.device), pos_div, rounding_mode="floor") % S
-        gr = gf.reshape(T, H, Dh // 2, 2)
-        c, s = cos[pos][:, None], sin[pos][:, None]
+    gr, c, s = _rotary_pairs(g.float(), cos, sin, pos_div)
     g0, g1 = gr[..., 0], gr[..., 1]
     dn = torch.stack((c * g0 + s * g1, c * g1 - s * g0), dim=-1).reshape(T, H, Dh)
     r = rstd[..., None]
