@@ -12,6 +12,7 @@ import torch
 
 import mxfp6_spec
 import mxfp6rt
+import partials
 
 BF16, F32, F64 = torch.bfloat16, torch.float32, torch.float64
 # eps as every implementation sees it: the f32 nearest 1e-6, so the fp64 check uses the same value.
@@ -365,6 +366,49 @@ class Plan:
         self.twin, self.alloc = twin, alloc
 
 
+class PartialsTree:
+    """The fixed-order reduction of [G, P, 128] fp32 partials into [G, 128] by norm_rope_dw_reduce,
+    launched as a tree: each level sums runs of `chunk` consecutive partials (ascending) into
+    [G, P/chunk, 128], the last level sums what is left. One launch over all P would be G programs
+    walking P dependent loads each (G = 2 programs over 8192 partials: the GPU idles); a level of
+    G*P/chunk programs keeps it busy. Deterministic like the single launch (a fixed order), and
+    shallower: its depth, for the fp32 accumulation bound, is the sum of the chunks."""
+    def __init__(self, G, P):
+        self.G, self.P, self.chunks = G, P, partials.tree_chunks(P)
+
+    def depth(self):
+        return sum(self.chunks)
+
+    def label(self):
+        return "tree " + "x".join(map(str, self.chunks))
+
+    def scratch(self, device):
+        """The levels' outputs but the last: [G, P/chunk, 128] f32 each."""
+        bufs, left = [], self.P
+        for chunk in self.chunks[:-1]:
+            left //= chunk
+            bufs.append(torch.empty(self.G, left, HEAD_DIM, device=device, dtype=F32))
+        return tuple(bufs)
+
+    def stages(self, rpath, rmeta, source, dest, first):
+        """The levels' launches: source(parts) is the [G, P, 128] partials, dest(outs) the [G, 128]
+        result, parts[first:] the buffers of scratch()."""
+        stages, left = [], self.P
+        for level, chunk in enumerate(self.chunks):
+            left //= chunk
+            last = level == len(self.chunks) - 1
+            inp = (lambda o, p: source(p)) if level == 0 else (lambda o, p, i=first + level - 1: p[i])
+            out = (lambda o, p: dest(o)) if last else (lambda o, p, i=first + level: p[i])
+            programs = self.G * left
+
+            def values(outs, parts, inp=inp, out=out, chunk=chunk, programs=programs):
+                return {"dw_part": inp(outs, parts).view(programs, chunk, HEAD_DIM),
+                        "dw": out(outs, parts).view(programs, HEAD_DIM), "G": programs, "P": chunk}
+
+            stages.append(Stage(rpath, rmeta, programs, values))
+        return stages
+
+
 class Problem:
     """What run.py needs of a problem: name, kernel, family, label, shape, tokens, rows, BYTES,
     min_bytes(), make(device, seed), args, torch_fn (eager; compile_fn, when set, is what
@@ -649,7 +693,8 @@ class LnModulateBwd(Problem):
                     "B": B, "P": P, "D": D}
 
         return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}",
-                    [Stage(bpath, bmeta, B * P, bwd_values), Stage(rpath, rmeta, B, reduce_values)],
+                    [Stage(bpath, bmeta, B * P, bwd_values),
+                     Stage(rpath, rmeta, B * (D // rmeta["config"]["W"]), reduce_values)],
                     functools.partial(self.check, depth=-(-S // P) + P), scratch)
 
     def check(self, outs, depth=None, chunk_samples=8):
@@ -691,7 +736,7 @@ class LnModulateBwd(Problem):
 class NormRopeQkvBwd(_NormRopeBase):
     """Whole-QKV norm+RoPE backward. Ours is two launches timed as one: a pass writing all of
     d(mixed_qkv), in mixed_qkv's layout, and fp32 dw partials for Q and K, then norm_rope_dw_reduce
-    (the P partials in order). The pass is either kernel of the same math: norm_rope_qkv_bwd (P =
+    (the P partials in a fixed order, as a PartialsTree of launches). The pass is either kernel of the same math: norm_rope_qkv_bwd (P =
     PARTIALS programs, each a loop over every P-th row) or, where T % 32 == 0,
     norm_rope_qkv_bwd_tiles (one program per 32 tokens x head over [T/32, 32, ...] views of the
     same tensors: P = T/32 * H partials, each 32 tokens deep); its plans' configs start "tiles"."""
@@ -764,8 +809,10 @@ class NormRopeQkvBwd(_NormRopeBase):
         dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
         P = min(self.PARTIALS, self.rows)
 
+        tree = PartialsTree(2, P)
+
         def scratch():
-            return (torch.empty(2, P, HEAD_DIM, device=dq.device, dtype=F32),)
+            return (torch.empty(2, P, HEAD_DIM, device=dq.device, dtype=F32),) + tree.scratch(dq.device)
 
         def bwd_values(outs, parts):
             return {"dq": dq, "dk": dk, "dv": dv, "qkv": qkv, "q_weight": qw, "k_weight": kw, "q_cos": qc,
@@ -774,18 +821,16 @@ class NormRopeQkvBwd(_NormRopeBase):
                     "qkv_head_stride": qkv.stride(2), "pos_div": pos_div, "T": self.T, "H": self.heads,
                     "S": self.positions, "P": P}
 
-        def reduce_values(outs, parts):
-            return {"dw_part": parts[0], "dw": outs[1], "G": 2, "P": P}
-
-        return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}",
-                    [Stage(bpath, bmeta, P, bwd_values), Stage(rpath, rmeta, 2, reduce_values)],
-                    functools.partial(self.check, depth=-(-self.rows // P) + P), scratch)
+        return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}",
+                    [Stage(bpath, bmeta, P, bwd_values)]
+                    + tree.stages(rpath, rmeta, lambda parts: parts[0], lambda outs: outs[1], 1),
+                    functools.partial(self.check, depth=-(-self.rows // P) + tree.depth()), scratch)
 
     def _tiles_plan(self, bpath, bmeta, rpath, rmeta):
         """norm_rope_qkv_bwd_tiles: the same tensors as [T/32, 32, ...] views (qkv and dqkv keep
         mixed_qkv's strides, with a block stride of 32 tokens), the weights expanded to [32, 128]
         with stride 0; one program per (block, head), so P = T/32 * H partials [2, T/32, H, 128],
-        reduced as [2, P, 128]. dw is 32 + P additions deep."""
+        reduced as [2, P, 128] by a PartialsTree. dw is 32 + the tree's depth additions deep."""
         dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
         T, H = self.T, self.heads
         TB = T // 32
@@ -793,8 +838,10 @@ class NormRopeQkvBwd(_NormRopeBase):
         blocks = lambda t: t.view(TB, 32, *t.shape[1:])  # [T, ...] as [T/32, 32, ...]
         qkv_blocks = blocks(qkv)  # strides (32*token, token, part, head, 1)
 
+        tree = PartialsTree(2, P)
+
         def scratch():
-            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),)
+            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),) + tree.scratch(dq.device)
 
         def bwd_values(outs, parts):
             return {"dq": blocks(dq), "dk": blocks(dk), "dv": blocks(dv), "qkv": qkv_blocks,
@@ -805,12 +852,10 @@ class NormRopeQkvBwd(_NormRopeBase):
                     "qkv_head_stride": qkv_blocks.stride(3), "pos_div": pos_div, "TB": TB, "H": H,
                     "S": self.positions}
 
-        def reduce_values(outs, parts):
-            return {"dw_part": parts[0].view(2, P, HEAD_DIM), "dw": outs[1], "G": 2, "P": P}
-
-        return Plan(f"tiles {mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}",
-                    [Stage(bpath, bmeta, P, bwd_values), Stage(rpath, rmeta, 2, reduce_values)],
-                    functools.partial(self.check, depth=-(-self.rows // P) + P), scratch)
+        return Plan(f"tiles {mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}",
+                    [Stage(bpath, bmeta, P, bwd_values)]
+                    + tree.stages(rpath, rmeta, lambda parts: parts[0].view(2, P, HEAD_DIM), lambda outs: outs[1], 1),
+                    functools.partial(self.check, depth=32 + tree.depth()), scratch)
 
     def check(self, outs, depth=None, chunk=2048):
         """dQ, dK: 1 ulp, or 0.5*ulp + 2^-20 * rstd*(|dn|~*|w| + |u|*sum(|dn|~*|w|*|u|)/128),
@@ -1129,12 +1174,12 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
     whole-QKV norm+RoPE backward fused into the dual MXFP6 packing of d(mixed_qkv) [T, C = 3*H*128],
     Megatron layout, the inputs of NormRopeQkvBwd. Ours is two launches timed as one:
     norm_rope_qkv_bwd_pack (row and column blobs, and fp32 dw partials per 32-token block and head:
-    P = T/32 * H) then norm_rope_dw_reduce (the P partials in order). The baselines run the unfused
+    P = T/32 * H) then norm_rope_dw_reduce (the P partials in a fixed order, a PartialsTree). The baselines run the unfused
     sequence -- the whole-QKV backward writing d(mixed_qkv), the dual packer reading it back -- and
     also return that d(mixed_qkv).
 
     Checks: the bf16 d(mixed_qkv) behind the blobs and dw within the whole-QKV backward's bounds
-    (NormRopeQkvBwd.check; ours at depth 32 + P), and the blobs bit for bit against
+    (NormRopeQkvBwd.check; ours at depth 32 + the tree's depth), and the blobs bit for bit against
     mxfp6_pack_rows_torch of that d(mixed_qkv) and of its transpose. That d(mixed_qkv) is the
     implementation's own: a baseline's, or for ours the _bf16 twin's at the same schedule (run
     once, untimed), whose blobs ours must also equal byte for byte."""
@@ -1212,8 +1257,10 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
         blocks = lambda t: t.view(TB, 32, *t.shape[1:])  # [T, ...] as [T/32, 32, ...]
         qkv_blocks = blocks(qkv)  # strides (32*token, token, part, head, 1)
 
+        tree = PartialsTree(2, P)
+
         def scratch():
-            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),)
+            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),) + tree.scratch(dq.device)
 
         def pack_values(outs, parts):
             values = {"dq": blocks(dq), "dk": blocks(dk), "dv": blocks(dv), "qkv": qkv_blocks,
@@ -1228,16 +1275,15 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
                 values["dqkv"] = blocks(outs[5])
             return values
 
-        def reduce_values(outs, parts):
-            return {"dw_part": parts[0].view(2, P, HEAD_DIM), "dw": outs[4], "G": 2, "P": P}
-
-        config = f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}"
+        config = f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}"
         if bf16_out or twin is not None:
-            check = functools.partial(self.check, depth=-(-self.rows // P) + P)
+            check = functools.partial(self.check, depth=32 + tree.depth())
         else:
             check = lambda outs: Unchecked(f"no {self.twin_kernel} code object at {mxfp6rt.config_tag(bmeta)}, "
                                            "whose bf16 d(mixed_qkv) and blobs this schedule's are checked against")
-        return Plan(config, [Stage(bpath, bmeta, P, pack_values), Stage(rpath, rmeta, 2, reduce_values)], check,
+        stages = [Stage(bpath, bmeta, P, pack_values)] + tree.stages(
+            rpath, rmeta, lambda parts: parts[0].view(2, P, HEAD_DIM), lambda outs: outs[4], 1)
+        return Plan(config, stages, check,
                     scratch, twin=twin, alloc=functools.partial(self.alloc_outputs, bf16_out=bf16_out))
 
     def check(self, outs, twin_outs=None, depth=None):

@@ -11,6 +11,7 @@ Python: mxfp6_spec.self_test); the report derives figures and verdicts from a sy
 import argparse
 import ctypes
 import json
+import math
 import pathlib
 import py_compile
 import re
@@ -21,6 +22,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import mxfp6_spec  # noqa: E402
+import partials  # noqa: E402
 import mxfp6rt  # noqa: E402
 import report  # noqa: E402
 
@@ -271,7 +273,7 @@ def packer_tensors_through_fake_driver(lib, fake_driver, folder):
     dev = rt.open_device("cuda", driver_path=fake_driver)
     record = FakeLaunch.in_dll(ctypes.CDLL(fake_driver), "fake_cuda_last_launch")
     mib = 1 << 20
-    address = iter(range(mib, 64 * mib, mib))
+    address = iter(range(mib, 1 << 40, 16 * mib))  # 16 MiB apart: no two tensors here overlap
     t = lambda dtype, shape, strides=None: FakeTensor(dtype, shape, next(address), strides)
     found = {}
     for path, meta in mxfp6rt.find_code_objects(folder, target="sm_90", recursive=True):
@@ -326,9 +328,18 @@ def packer_tensors_through_fake_driver(lib, fake_driver, folder):
             assert [abi[n] for n in ("TB", "H", "S", "RW", "RS")] == [RB, H, S, C * 3 // 4, C // 32], (kernel, abi)
             assert [abi[n] for n in ("qkv_block_stride", "qkv_token_stride", "qkv_part_stride",
                                      "qkv_head_stride")] == list(qkv_strides[:4]), (kernel, abi)
-        abi = launch(found["norm_rope_dw_reduce"], {"dw_part": t("f32", (2, P, Dh)), "dw": t("f32", (2, Dh)),
-                                                    "G": 2, "P": P}, 2, d)
-        assert abi["G"] == 2 and abi["P"] == P, abi
+        # The dw partials' tree of reductions (problems.PartialsTree): every level is one launch of
+        # norm_rope_dw_reduce over [2 * left, chunk, 128], the chunks multiply to P.
+        for P in (P, 8192, 12288, 97, 1):
+            chunks = partials.tree_chunks(P)
+            assert math.prod(chunks) == P and all(4 <= c <= 32 for c in chunks[:-1]), (P, chunks)
+            left = P
+            for chunk in chunks:
+                left //= chunk
+                abi = launch(found["norm_rope_dw_reduce"], {"dw_part": t("f32", (2 * left, chunk, Dh)),
+                                                            "dw": t("f32", (2 * left, Dh)), "G": 2 * left,
+                                                            "P": chunk}, 2 * left, d)
+                assert abi["G"] == 2 * left and abi["P"] == chunk, abi
     dev.close()
 
 

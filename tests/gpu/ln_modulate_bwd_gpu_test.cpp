@@ -236,7 +236,9 @@ Expected<PerSampleOutputs> runPerSample(rt::Device& dev, const gputest::CodeObje
   ASSIGN_OR_RETURN(void* ds, d.output(dev, B * kD * 2));
   ASSIGN_OR_RETURN(void* dh, d.output(dev, B * kD * 2));
   RETURN_IF_ERROR(gputest::launch(dev, bwdObj, bwd, bwdArgs(sh, g, x, scale, mean, rstd, dx, dsPart, dhPart), B * P));
-  RETURN_IF_ERROR(gputest::launch(dev, reduceObj, reduce, reduceArgs(sh, dsPart, dhPart, ds, dh), B));
+  // One program per W-column strip of a sample.
+  int64_t strips = kD / reduceObj.metadata.config.at("W");
+  RETURN_IF_ERROR(gputest::launch(dev, reduceObj, reduce, reduceArgs(sh, dsPart, dhPart, ds, dh), B * strips));
   PerSampleOutputs out;
   ASSIGN_OR_RETURN(out.dx, gputest::download<uint16_t>(dev, dx, T * kD));
   ASSIGN_OR_RETURN(out.dscale, gputest::download<uint16_t>(dev, ds, B * kD));
