@@ -164,6 +164,13 @@ class KernelEmitter {
   /// parameter in it is assumed (and with `record`, required) to be a multiple of `wanted`.
   int64_t strideMultiple(int id, int64_t wanted, bool record);
   Value elementPointer(int param, Dtype d, Value offset);
+  // staged_stores.cpp
+  /// Bytes per thread of a byte-vector store that goes through the warp's staging buffer (chunks
+  /// of a size that is not a power of two: 24 bytes of packed codes), or 0.
+  int64_t stagedChunkBytes(const kir::Op& op);
+  LogicalResult emitStagedStore(const kir::Op& op);
+  /// Orders the shared-memory accesses of a warp (NVIDIA) or wavefront (AMD).
+  void warpSync();
 
   Value applyScalar(OpCode code, Dtype operandType, ArrayRef<Value> xs, Dtype resultType);
   Value castValue(Value v, Dtype from, Dtype to);
@@ -184,6 +191,7 @@ class KernelEmitter {
   std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
   std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
   Value sharedBuf_;
+  Value stagingBuffer_;  // i32 words, stagedChunkBytes/4 per thread; null if no store is staged
   std::map<int, Value> transposeBuffers_;  // Transpose op id -> its shared buffer
   std::set<int> transposeWaits_;           // transposes whose buffer an earlier one used
   Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;

@@ -33,8 +33,10 @@
 
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -307,8 +309,9 @@ LogicalResult KernelEmitter::emitLoad(const kir::Op& op, int id) {
 LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
   const kir::Param& p = k_.params[op.param];
   const RegValue& v = values_[op.value];
-  Value base = scalarOffset(op);
   bool slice = v.isVector();
+  if (slice && stagingBuffer_ && stagedChunkBytes(op) > 0) return emitStagedStore(op);
+  Value base = scalarOffset(op);
   // Every element is stored once: a scalar by lane 0 of its row, a replicated vector element by
   // the first of the lanes that share it, anything else by the thread that holds it.
   Layout l = slice ? layoutFor(k_.ops[op.value].type.length) : Layout{1, threads_};
@@ -671,10 +674,20 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     workgroup.push_back(t);
     sharedBytes += t.getNumElements() * kir::dtypeBytes(k_.ops[i].type.elem);
   }
+  // Staged stores share one buffer: each waits for the warp to finish reading the previous one.
+  int64_t stagedBytes = 0;
+  for (const kir::Op& op : k_.ops) stagedBytes = std::max(stagedBytes, stagedChunkBytes(op));
+  std::optional<size_t> stagingSlot;
+  if (stagedBytes > 0) {
+    stagingSlot = workgroup.size();
+    workgroup.push_back(MemRefType::get({rows_ * threads_ * stagedBytes / 4}, b_.getI32Type(), AffineMap(),
+                                        gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
+    sharedBytes += rows_ * threads_ * stagedBytes;
+  }
   // Static shared memory: 48 KB is what every target grants a program without opting in.
   if (sharedBytes > kMaxStaticSharedBytes) {
     emitError(kernelLoc) << "kernel '" << k_.name << "' needs " << sharedBytes
-                         << " bytes of shared memory (reductions and transpose buffers of " << rows_
+                         << " bytes of shared memory (reductions, transpose and store staging buffers of " << rows_
                          << " rows per program), more than the " << kMaxStaticSharedBytes
                          << " a program may use; lower ROWS or the transposed tile";
     return nullptr;
@@ -702,6 +715,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   entryBlock_ = &entry;
   emitPrologue(func);
   for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = func.getWorkgroupAttributions()[slot];
+  if (stagingSlot) stagingBuffer_ = func.getWorkgroupAttributions()[*stagingSlot];
   values_.assign(k_.ops.size(), RegValue());
   int64_t pointerAlignment = 1;
   for (int i : emissionOrder()) {
@@ -734,7 +748,7 @@ std::string entryName(const kir::Kernel& kernel) { return kernel.name; }
 OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kernel, const TargetInfo& target,
                                    LaunchShape& shape) {
   context.loadDialect<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect, memref::MemRefDialect,
-                      ROCDL::ROCDLDialect, scf::SCFDialect, vector::VectorDialect>();
+                      NVVM::NVVMDialect, ROCDL::ROCDLDialect, scf::SCFDialect, vector::VectorDialect>();
   detail::KernelEmitter emitter(context, kernel, target);
   return emitter.run(shape);
 }

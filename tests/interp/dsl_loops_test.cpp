@@ -22,6 +22,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compiler/frontend/frontend.h"
@@ -233,10 +234,10 @@ TEST(InterpDslLoops, LnModulateBackwardReduceSumsEachStripInOrder) {
       dsRef[b * D + d] = referenceBf16(ds);
       dhRef[b * D + d] = referenceBf16(dh);
     }
-  for (int64_t W : {384, 768, 3072}) {
+  for (auto [W, threads, vec] : {std::tuple<int64_t, int64_t, int64_t>{384, 64, 2}, {768, 192, 4}, {3072, 384, 8}}) {
     SCOPED_TRACE("W=" + std::to_string(W));
     auto k = instantiateKernelsDsl("ln_modulate.mxk", "ln_modulate_bwd_reduce",
-                                   {{"W", W}, {"THREADS", W / 8}, {"VEC", 8}});
+                                   {{"W", W}, {"THREADS", threads}, {"VEC", vec}});
     ASSERT_TRUE(k);
     std::vector<uint16_t> ds(dsRef.size(), 0x7FC1), dh(dhRef.size(), 0x7FC1);
     std::vector<Arg> args = {view(dsPart, Dtype::F32, {B, P, D}), view(dhPart, Dtype::F32, {B, P, D}),
