@@ -1084,7 +1084,8 @@ class MxPackRows(Problem):
                 and config.get("MODE") == mxfp6_spec.MODE_INDEX[self.mode])
 
     def plans(self, objects):
-        return [Plan(mxfp6rt.config_tag(meta), [Stage(path, meta, self.program_rows(meta), self.abi_values)],
+        return [Plan(mxfp6rt.config_tag(meta),
+                     [Stage(path, meta, self.program_rows(meta), functools.partial(self.abi_values, meta=meta))],
                      self.check)
                 for path, meta in objects.get(self.kernel, []) if self.matches(meta)]
 
@@ -1092,7 +1093,7 @@ class MxPackRows(Problem):
         """The launch's row count: one per row of X."""
         return self.T
 
-    def abi_values(self, outs, scratch=()):
+    def abi_values(self, outs, scratch=(), meta=None):
         x = self.args[0]
         return {"x": x, "data": outs[0], "scales": outs[1], "R": self.T, "C": self.C}
 
@@ -1110,8 +1111,9 @@ class MxPackRows(Problem):
 
 class MxPackCols(MxPackRows):
     """MXFP6 column packing of X[T, C] (T % 32 == 0): the row blobs of X^T, data [C, T/32, 24]
-    (stored as [C, 3T/4]), scales [C, T/32]. Ours reads X as [T/32, 32, C], one program per (row
-    block, tile of W columns). Checked bit for bit against mxfp6_pack_rows_torch of X^T, validated
+    (stored as [C, 3T/4]), scales [C, T/32]. Ours reads X as [T/(32 HB), HB, 32, C], one program
+    per (group of HB row blocks, tile of W columns); a schedule whose HB does not divide T/32 has
+    no plan at that T. Checked bit for bit against mxfp6_pack_rows_torch of X^T, validated
     like the row packer's reference (worked examples, sampled blocks of X^T against the spec)."""
     kernel = "mxfp6_pack_cols"
     what = "column"
@@ -1133,13 +1135,22 @@ class MxPackCols(MxPackRows):
         return (torch.empty(self.C, self.T * 3 // 4, device=x.device, dtype=torch.uint8),
                 torch.empty(self.C, self.T // 32, device=x.device, dtype=torch.uint8))
 
-    def program_rows(self, meta):
-        """One program row per (row block, column tile of W): RB * C/W."""
-        return self.T // 32 * (self.C // meta["config"]["W"])
+    def matches(self, meta):
+        return super().matches(meta) and (self.T // 32) % meta["config"].get("HB", 1) == 0
 
-    def abi_values(self, outs, scratch=()):
-        x, RB, C = self.args[0], self.T // 32, self.C
-        return {"x": x.view(RB, 32, C), "data": outs[0].view(C, RB, 24), "scales": outs[1], "RB": RB, "C": C}
+    def groups(self, meta):
+        """(RG, HB): the T/32 row blocks as RG groups of HB."""
+        hb = meta["config"].get("HB", 1)
+        return self.T // 32 // hb, hb
+
+    def program_rows(self, meta):
+        """One program row per (group of HB row blocks, column tile of W): RG * C/W."""
+        return self.groups(meta)[0] * (self.C // meta["config"]["W"])
+
+    def abi_values(self, outs, scratch=(), meta=None):
+        (RG, HB), x, C = self.groups(meta), self.args[0], self.C
+        return {"x": x.view(RG, HB, 32, C), "data": outs[0].view(C, RG, HB, 24), "scales": outs[1].view(C, RG, HB),
+                "RG": RG, "C": C}
 
 
 class MxPackDual(MxPackCols):
@@ -1162,11 +1173,11 @@ class MxPackDual(MxPackCols):
     def alloc_outputs(self):
         return MxPackRows.alloc_outputs(self) + MxPackCols.alloc_outputs(self)
 
-    def abi_values(self, outs, scratch=()):
-        x, RB, C = self.args[0], self.T // 32, self.C
-        return {"x": x.view(RB, 32, C), "row_data": outs[0].view(RB, 32, C * 3 // 4),
-                "row_scales": outs[1].view(RB, 32, C // 32), "col_data": outs[2].view(C, RB, 24),
-                "col_scales": outs[3], "RB": RB, "C": C}
+    def abi_values(self, outs, scratch=(), meta=None):
+        (RG, HB), x, C = self.groups(meta), self.args[0], self.C
+        return {"x": x.view(RG, HB, 32, C), "row_data": outs[0].view(RG, HB, 32, C * 3 // 4),
+                "row_scales": outs[1].view(RG, HB, 32, C // 32), "col_data": outs[2].view(C, RG, HB, 24),
+                "col_scales": outs[3].view(C, RG, HB), "RG": RG, "C": C}
 
 
 class NormRopeQkvBwdPack(NormRopeQkvBwd):

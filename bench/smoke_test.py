@@ -297,15 +297,16 @@ def packer_tensors_through_fake_driver(lib, fake_driver, folder):
         RB = T // 32
         for kernel in ("mxfp6_pack_cols", "mxfp6_pack_dual"):
             meta = found[kernel]
-            C, W = meta["config"]["C"], meta["config"]["W"]
-            values = {"x": t("bf16", (RB, 32, C)), "RB": RB, "C": C}
+            C, W, HB = meta["config"]["C"], meta["config"]["W"], meta["config"]["HB"]
+            RG = 24 // HB  # 24 row blocks in groups of HB (every HB divides 24)
+            values = {"x": t("bf16", (RG, HB, 32, C)), "RG": RG, "C": C}
             if kernel == "mxfp6_pack_cols":
-                values.update(data=t("u8", (C, RB, 24)), scales=t("u8", (C, RB)))
+                values.update(data=t("u8", (C, RG, HB, 24)), scales=t("u8", (C, RG, HB)))
             else:
-                values.update(row_data=t("u8", (RB, 32, C * 3 // 4)), row_scales=t("u8", (RB, 32, C // 32)),
-                              col_data=t("u8", (C, RB, 24)), col_scales=t("u8", (C, RB)))
-            abi = launch(meta, values, RB * (C // W), d)
-            assert abi["RB"] == RB and abi["x"] == values["x"].address, (kernel, abi)
+                values.update(row_data=t("u8", (RG, HB, 32, C * 3 // 4)), row_scales=t("u8", (RG, HB, 32, C // 32)),
+                              col_data=t("u8", (C, RG, HB, 24)), col_scales=t("u8", (C, RG, HB)))
+            abi = launch(meta, values, RG * (C // W), d)
+            assert abi["RG"] == RG and abi["x"] == values["x"].address, (kernel, abi)
         H, S, Dh = 24, 512, 128
         C, P = 3 * H * Dh, RB * H
         token, part, head = C, Dh, 3 * Dh  # Megatron [T, H, 3, 128]

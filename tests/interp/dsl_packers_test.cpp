@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -58,7 +59,7 @@ struct ModeCase {
 
 class DslPackers : public ::testing::TestWithParam<ModeCase> {};
 
-constexpr int64_t kC = 256, kRB = 3, kR = kRB * 32, kW = 64;
+constexpr int64_t kC = 256, kRB = 6, kR = kRB * 32, kW = 64;
 
 TEST_P(DslPackers, RowColumnAndDualMatchTheCpuEncoderByteForByte) {
   auto [fmt, mode] = GetParam();
@@ -88,32 +89,41 @@ TEST_P(DslPackers, RowColumnAndDualMatchTheCpuEncoderByteForByte) {
   EXPECT_EQ(rowData, ref->rows.data);
   EXPECT_EQ(rowScales, ref->rows.scales);
 
+  // Tiles of one block of rows, and of two (x as [RB/2, 2, 32, C]: each column's run of two
+  // blocks in one program).
   config["W"] = kW;
-  auto cols = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_cols", config);
-  ASSERT_TRUE(cols);
-  std::vector<Arg> colArgs = {view(x, Dtype::BF16, {kRB, 32, kC}), view(colData, Dtype::U8, {kC, kRB, 24}),
-                              view(colScales, Dtype::U8, {kC, kRB})};
-  st = run(*cols, colArgs);
-  ASSERT_TRUE(st.isOk()) << st.message();
-  EXPECT_EQ(colData, ref->columns.data);
-  EXPECT_EQ(colScales, ref->columns.scales);
+  for (int64_t hb : {1, 2}) {
+    SCOPED_TRACE("HB=" + std::to_string(hb));
+    const int64_t rg = kRB / hb;
+    config["HB"] = hb;
+    std::fill(colData.begin(), colData.end(), 0xA5);
+    std::fill(colScales.begin(), colScales.end(), 0xA5);
+    auto cols = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_cols", config);
+    ASSERT_TRUE(cols);
+    std::vector<Arg> colArgs = {view(x, Dtype::BF16, {rg, hb, 32, kC}), view(colData, Dtype::U8, {kC, rg, hb, 24}),
+                                view(colScales, Dtype::U8, {kC, rg, hb})};
+    st = run(*cols, colArgs);
+    ASSERT_TRUE(st.isOk()) << st.message();
+    EXPECT_EQ(colData, ref->columns.data);
+    EXPECT_EQ(colScales, ref->columns.scales);
 
-  std::vector<uint8_t> dualRowData(rowData.size(), 0x5A), dualRowScales(rowScales.size(), 0x5A);
-  std::vector<uint8_t> dualColData(colData.size(), 0x5A), dualColScales(colScales.size(), 0x5A);
-  auto dual = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_dual", config);
-  ASSERT_TRUE(dual);
-  std::vector<Arg> dualArgs = {view(x, Dtype::BF16, {kRB, 32, kC}),
-                               view(dualRowData, Dtype::U8, {kRB, 32, kC * 3 / 4}),
-                               view(dualRowScales, Dtype::U8, {kRB, 32, kC / 32}),
-                               view(dualColData, Dtype::U8, {kC, kRB, 24}),
-                               view(dualColScales, Dtype::U8, {kC, kRB})};
-  st = run(*dual, dualArgs);
-  ASSERT_TRUE(st.isOk()) << st.message();
-  // Byte-identical to the two single-orientation kernels.
-  EXPECT_EQ(dualRowData, rowData);
-  EXPECT_EQ(dualRowScales, rowScales);
-  EXPECT_EQ(dualColData, colData);
-  EXPECT_EQ(dualColScales, colScales);
+    std::vector<uint8_t> dualRowData(rowData.size(), 0x5A), dualRowScales(rowScales.size(), 0x5A);
+    std::vector<uint8_t> dualColData(colData.size(), 0x5A), dualColScales(colScales.size(), 0x5A);
+    auto dual = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_dual", config);
+    ASSERT_TRUE(dual);
+    std::vector<Arg> dualArgs = {view(x, Dtype::BF16, {rg, hb, 32, kC}),
+                                 view(dualRowData, Dtype::U8, {rg, hb, 32, kC * 3 / 4}),
+                                 view(dualRowScales, Dtype::U8, {rg, hb, 32, kC / 32}),
+                                 view(dualColData, Dtype::U8, {kC, rg, hb, 24}),
+                                 view(dualColScales, Dtype::U8, {kC, rg, hb})};
+    st = run(*dual, dualArgs);
+    ASSERT_TRUE(st.isOk()) << st.message();
+    // Byte-identical to the two single-orientation kernels.
+    EXPECT_EQ(dualRowData, rowData);
+    EXPECT_EQ(dualRowScales, rowScales);
+    EXPECT_EQ(dualColData, colData);
+    EXPECT_EQ(dualColScales, colScales);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -126,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(DslPackers, AColumnPackerNeedsWholeBlocksOfRows) {
-  // x is [RB, 32, C]: a row count that is not a multiple of 32 cannot be described.
+  // x is [RG, HB, 32, C]: a row count that is not a multiple of 32 HB cannot be described.
   auto cols = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_pack_cols", {{"C", kC}, {"W", kW}});
   ASSERT_TRUE(cols);
   std::vector<uint16_t> x(40 * kC);
