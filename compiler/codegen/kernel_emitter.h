@@ -125,6 +125,8 @@ class KernelEmitter {
   // mx_ops.cpp
   LogicalResult emitMxScale(const kir::Op& op, int id);
   LogicalResult emitMxEncode(const kir::Op& op, int id);
+  /// sm_90: the element codes through the FP8 conversions (header of mx_ops.cpp).
+  LogicalResult emitMxEncodeFp8(const kir::Op& op, int id);
   LogicalResult emitPack6(const kir::Op& op, int id);
   /// Whether the MxEncode `encodeId` feeds only Pack6s that gfx950 runs natively.
   bool usesNativeMxPack(int encodeId) const;

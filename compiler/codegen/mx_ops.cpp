@@ -1,5 +1,5 @@
-// MXFP6 in ALU code (specs/mxfp6.md), the path for gfx942 and sm_90, which have no FP6
-// instructions.
+// MXFP6 in ALU code (specs/mxfp6.md), the path for gfx942, which has no FP6 or FP8 conversion
+// instructions (sm_90 converts through FP8, gfx950 natively: both below).
 //
 // Scale of a 32-element block (amax = the largest |bf16| bit pattern; NaN/Inf sort above
 // every finite value as integers):
@@ -44,6 +44,23 @@
 // tests/interp/mxfp6_alu_encode_test.cpp runs this sequence against the CPU encoder for every
 // bf16 pattern, scale byte and format, with denormals kept and flushed and every NaN result.
 //
+// sm_90 (any NVIDIA chip from sm_89) has FP8 conversions, and an FP6 element is an FP8 element
+// of the same mantissa width in a shifted exponent range: E2M3 (bias 1) is E4M3 (bias 7) scaled by
+// 2^-6, E3M2 (bias 3) is E5M2 (bias 15) scaled by 2^-12 -- the smallest normals (1 and 2^-6; 2^-2
+// and 2^-14) and the subnormal steps (2^-3 and 2^-9; 2^-4 and 2^-16) line up, so the FP8 round to
+// nearest even is the FP6 one. Per element (half an instruction for the conversion of a pair):
+//   y    = f32(x) * F          F = 2^(127 - S - 6) (E2M3) or 2^(127 - S - 12) (E3M2), exact: a
+//                              power of two (denormal for the largest S; f32 denormals are kept,
+//                              the NVPTX multiply has no .ftz), and where y itself is denormal the
+//                              code is 0 either way
+//   a    = copysign(min(|y|, MAX * 2^-6 or 2^-12), x)   saturates (an unsigned min on the bits of
+//          |y|, where a NaN is above the bound: it gives 0x1F)
+//   byte = cvt.rn.satfinite.{e4m3,e5m2}x2(a): sign in bit 7, the FP6 magnitude code in bits 0-4
+//          (|a| <= MAX keeps the two top exponent bits clear)
+//   code = (byte & 0x1F) | ((byte >> 2) & 0x20) | (S == 0xFF ? 0x1F : 0)
+// tests/interp/mxfp6_fp8_encode_test.cpp runs this sequence, with an independent FP8 rounding,
+// against the CPU encoder for every bf16 pattern, scale byte and format.
+//
 // gfx950 encodes and packs a whole block in one instruction: pack6(mx_encode(v, s)) with 32
 // elements per thread becomes v_cvt_scalef32_pk32_{fp6,bf6}_bf16 (the scale operand is the f32
 // whose exponent field is the scale byte). Blocks with scale 0xFF take the spec's sign|0x1F codes
@@ -52,6 +69,8 @@
 #include <cmath>
 
 #include "compiler/codegen/kernel_emitter.h"
+
+#include <bit>
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
 
@@ -140,9 +159,71 @@ bool KernelEmitter::usesNativeMxPack(int encodeId) const {
   return packUses > 0 && otherUses == 0;
 }
 
+LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
+  const bool e2m3 = kir::mxFormat(op.ival) == kir::MxFormat::E2M3;
+  const int64_t shift = e2m3 ? 6 : 12;
+  const float bound = e2m3 ? std::ldexp(7.5f, -6) : std::ldexp(28.0f, -12);
+  const char* convert = e2m3 ? "llvm.nvvm.ff.to.e4m3x2.rn" : "llvm.nvvm.ff.to.e5m2x2.rn";
+  Layout scales = layoutFor(k_.ops[op.operands[1]].type.length);
+  Type i32 = b_.getI32Type(), f32 = b_.getF32Type(), i16 = b_.getI16Type();
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Value chunk = values_[op.operands[0]].chunks[c];
+    Value scaleChunk = values_[op.operands[1]].chunks[c];
+    int64_t perThread = cast<VectorType>(chunk.getType()).getNumElements();
+
+    // Per block: the factor F as f32 bits (normal, or denormal below 2^-126), and the mask that
+    // makes a NaN block's codes sign | 0x1F (two codes per 16-bit lane).
+    IntMath s(b_, sameShape(scaleChunk, i32));
+    Value scale = arith::ExtUIOp::create(b_, sameShape(scaleChunk, i32), scaleChunk);
+    Value exponent = s.sub(s.c(127 - shift), scale);
+    Value normal = s.cmp(arith::CmpIPredicate::sge, exponent, s.c(-126));
+    Value factor = s.sel(normal, s.shl(s.add(exponent, s.c(127)), s.c(23)),
+                         s.shl(s.c(1), s.max(s.add(exponent, s.c(149)), s.c(0))));
+    Value nanBlock = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0x1F1F), s.c(0));
+    auto spread = [&](Value perBlock, int64_t lanes, int64_t perBlockLanes) -> Value {
+      Type ty = VectorType::get({lanes}, getElementTypeOrSelf(perBlock.getType()));
+      if (scales.replicas > 1) return broadcast(vector::ExtractOp::create(b_, perBlock, ArrayRef<int64_t>{0}), ty);
+      SmallVector<int64_t> mask;
+      for (int64_t e = 0; e < lanes; ++e) mask.push_back(e / perBlockLanes);
+      return vector::ShuffleOp::create(b_, perBlock, perBlock, mask);
+    };
+    Type f32v = VectorType::get({perThread}, f32), i32v = VectorType::get({perThread}, i32);
+    Value factorF = arith::BitcastOp::create(b_, f32v, spread(factor, perThread, 32));
+    Type i16p = VectorType::get({perThread / 2}, i16);
+    nanBlock = arith::TruncIOp::create(b_, i16p, spread(nanBlock, perThread / 2, 16));
+
+    // Per element: |x * F| saturated, with x's sign, converted in pairs.
+    IntMath m(b_, i32v);
+    Value x = arith::ExtFOp::create(b_, f32v, chunk);
+    Value y = arith::MulFOp::create(b_, x, factorF);
+    auto bitsOf = [&](Value v) -> Value { return arith::BitcastOp::create(b_, i32v, v); };
+    // min(|y|, bound) on the bits: unsigned order is float order for non-negative floats, and a
+    // NaN's bits are above every finite value's, so a NaN gives the bound. (A float minnum would
+    // become a libdevice call under older PTX versions.)
+    Value a = m.umin(m.band(bitsOf(y), m.c(0x7FFFFFFF)), m.c(int32_t(std::bit_cast<uint32_t>(bound))));
+    Value signedA = arith::BitcastOp::create(b_, f32v, m.bor(a, m.band(bitsOf(x), m.c(int32_t(0x80000000u)))));
+    // The conversion puts its first operand in the high byte.
+    SmallVector<Value> pairs;
+    for (int64_t e = 0; e < perThread; e += 2) {
+      Value lo = vector::ExtractOp::create(b_, signedA, ArrayRef<int64_t>{e});
+      Value hi = vector::ExtractOp::create(b_, signedA, ArrayRef<int64_t>{e + 1});
+      pairs.push_back(LLVM::CallIntrinsicOp::create(b_, i16, b_.getStringAttr(convert), ValueRange{hi, lo}).getResult(0));
+    }
+    // FP8 byte s.0.eeeee (top exponent bits clear) -> FP6 code s.eeeee: bits 0-4, and the sign
+    // from bit 7 to bit 5.
+    IntMath h(b_, i16p);
+    Value fp8 = vector::FromElementsOp::create(b_, i16p, pairs);
+    Value codes = h.bor(h.bor(h.band(fp8, h.c(0x1F1F)), h.band(h.shr(fp8, h.c(2)), h.c(0x2020))), nanBlock);
+    values_[id].chunks.push_back(vector::BitCastOp::create(b_, VectorType::get({perThread}, b_.getI8Type()), codes));
+  }
+  return success();
+}
+
 LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
   // Its Pack6 emits the native instruction instead; the codes never exist on their own.
   if (usesNativeMxPack(id)) return success();
+  // NVIDIA converts pairs through FP8; a thread holding an odd number of elements keeps the ALU path.
+  if (target_.backend == Backend::NVVM && layoutFor(op.type.length).perThread % 2 == 0) return emitMxEncodeFp8(op, id);
   FormatConstants fc = constantsFor(kir::mxFormat(op.ival));
   const int64_t gridShift = 23 - fc.mbits;
   Layout scales = layoutFor(k_.ops[op.operands[1]].type.length);

@@ -205,5 +205,29 @@ TEST(TileCodeObject, TransposeBuffersAreSharedAndBoundedByStaticSharedMemory) {
       << c.status().message();
 }
 
+// The PTX of every kernel calls no external function: MLIR lowers some float ops (minnum, math
+// functions) to libdevice calls, which it links only where it finds a CUDA toolkit ($CUDA_HOME);
+// without one -- CI, a training node -- the PTX would name an undefined __nv_* function and fail
+// to load. Compiled here with CUDA_HOME unset.
+TEST(PtxCodeObject, EveryKernelCallsNoLibdeviceFunction) {
+  const char* cudaHome = std::getenv("CUDA_HOME");
+  std::string saved = cudaHome ? cudaHome : "";
+  unsetenv("CUDA_HOME");
+  for (const std::string& file : testing::kernelFiles()) {
+    frontend::DiagnosticEngine diags;
+    std::optional<frontend::Module> m = frontend::parseFile(file, diags);
+    ASSERT_TRUE(m) << diags.render();
+    for (const frontend::KernelInfo& info : m->kernels()) {
+      SCOPED_TRACE(file + ": " + info.name);
+      std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, info.name, {});
+      ASSERT_TRUE(k);
+      Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Ptx);
+      ASSERT_TRUE(c.isOk()) << c.status().message();
+      EXPECT_EQ(c->bytes.find(".extern"), std::string::npos) << "an external call in the PTX";
+    }
+  }
+  if (cudaHome) setenv("CUDA_HOME", saved.c_str(), 1);
+}
+
 }  // namespace
 }  // namespace mxfp6

@@ -1,0 +1,82 @@
+// The element encoder that compiler/codegen/mx_ops.cpp emits for sm_90 (emitMxEncodeFp8), written
+// here op for op, against the CPU reference encoder mx::encodeBf16Element (compiler/interp/mxfp6.h,
+// itself checked against specs/mxfp6.md in mxfp6_test.cpp). The FP8 conversion the GPU runs
+// (cvt.rn.satfinite.e4m3x2 / e5m2x2.f32) is modelled by an independent rounding,
+// tests/interp/reference_rounding.h, to E4M3 / E5M2 (round to nearest even; the inputs stay below
+// the FP8 maxima, so the saturation never acts). The f32 multiply keeps denormals, as the NVPTX
+// multiply without .ftz does. Metric: exact equality of the 6-bit code. Bound: 0 differences for
+// every bf16 pattern (NaN and Inf included), every scale byte 0..255 and both formats.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+#include "compiler/interp/mxfp6.h"
+#include "tests/interp/reference_rounding.h"
+
+namespace mxfp6::mx {
+namespace {
+
+struct Fp8Path {
+  int shift;    // FP6 value * 2^-shift = the FP8 value of the same code
+  float bound;  // the largest FP6 value, so scaled
+  bool e4m3;    // E2M3 through E4M3, E3M2 through E5M2
+};
+
+Fp8Path pathFor(ElementFormat format) {
+  if (format == ElementFormat::E2M3) return {6, std::ldexp(7.5f, -6), true};
+  return {12, std::ldexp(28.0f, -12), false};
+}
+
+/// The emitted sequence for one element: its scale factor per block, then per element.
+uint8_t encodeThroughFp8(uint16_t bits, uint32_t scale, const Fp8Path& p) {
+  const int exponent = 127 - p.shift - static_cast<int>(scale);
+  const uint32_t factorBits = exponent >= -126 ? static_cast<uint32_t>(exponent + 127) << 23
+                                               : 1u << std::max(exponent + 149, 0);
+  const uint32_t nanBlock = scale == 0xFF ? 0x1F : 0;
+  const float x = std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+  const float y = x * std::bit_cast<float>(factorBits);
+  const uint32_t a = std::min(std::bit_cast<uint32_t>(y) & 0x7FFFFFFFu, std::bit_cast<uint32_t>(p.bound));
+  const float signedA = std::bit_cast<float>(a | (std::bit_cast<uint32_t>(x) & 0x80000000u));
+  const uint32_t fp8 = p.e4m3 ? interp::testing::referenceRound<3, 4>(signedA)
+                              : interp::testing::referenceRound<2, 5>(signedA);
+  return static_cast<uint8_t>((fp8 & 0x1F) | ((fp8 >> 2) & 0x20) | nanBlock);
+}
+
+TEST(Mxfp6Fp8Encode, EveryBf16PatternAndScaleMatchesTheCpuEncoder) {
+  for (ElementFormat format : {ElementFormat::E2M3, ElementFormat::E3M2}) {
+    SCOPED_TRACE(elementFormatName(format));
+    const Fp8Path p = pathFor(format);
+    int64_t mismatches = 0;
+    for (uint32_t s = 0; s <= 255; ++s) {
+      for (uint32_t x = 0; x <= 0xFFFF; ++x) {
+        const auto bits = static_cast<uint16_t>(x);
+        const uint8_t want = encodeBf16Element(bits, static_cast<uint8_t>(s), format);
+        const uint8_t got = encodeThroughFp8(bits, s, p);
+        if (got != want && ++mismatches <= 10) {
+          ADD_FAILURE() << "bf16 0x" << std::hex << x << " scale 0x" << s << ": got 0x" << +got << ", want 0x"
+                        << +want;
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
+}
+
+// The FP8 value at the scaled FP6 bound is the largest FP6 code, and the exponent ranges line up:
+// the smallest FP6 normal is the smallest FP8 normal, its subnormal step the FP8 subnormal step.
+TEST(Mxfp6Fp8Encode, TheFp6GridIsTheScaledFp8Grid) {
+  auto e4m3 = [](double v) { return interp::testing::referenceRound<3, 4>(v); };
+  auto e5m2 = [](double v) { return interp::testing::referenceRound<2, 5>(v); };
+  EXPECT_EQ(e4m3(std::ldexp(7.5, -6)), 0x1F);     // E4M3 0.0011.111 = E2M3 0x1F
+  EXPECT_EQ(e4m3(std::ldexp(1.0, -6)), 0x08);     // E2M3 smallest normal 0x08
+  EXPECT_EQ(e4m3(std::ldexp(0.125, -6)), 0x01);   // E2M3 smallest subnormal 0x01
+  EXPECT_EQ(e5m2(std::ldexp(28.0, -12)), 0x1F);   // E5M2 0.00111.11 = E3M2 0x1F
+  EXPECT_EQ(e5m2(std::ldexp(0.25, -12)), 0x04);   // E3M2 smallest normal 0x04
+  EXPECT_EQ(e5m2(std::ldexp(0.0625, -12)), 0x01); // E3M2 smallest subnormal 0x01
+}
+
+}  // namespace
+}  // namespace mxfp6::mx
