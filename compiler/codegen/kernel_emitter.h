@@ -125,6 +125,9 @@ class KernelEmitter {
   // mx_ops.cpp
   LogicalResult emitMxScale(const kir::Op& op, int id);
   LogicalResult emitMxEncode(const kir::Op& op, int id);
+  /// Per-block values (one lane per 32-element block of a thread's chunk) repeated to `lanes`
+  /// lanes, lanesPerBlock each.
+  Value spreadToBlocks(Value perBlock, const Layout& scales, int64_t lanes, int64_t lanesPerBlock);
   /// sm_90: the element codes through the FP8 conversions (header of mx_ops.cpp).
   LogicalResult emitMxEncodeFp8(const kir::Op& op, int id);
   LogicalResult emitPack6(const kir::Op& op, int id);

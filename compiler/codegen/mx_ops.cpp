@@ -159,6 +159,15 @@ bool KernelEmitter::usesNativeMxPack(int encodeId) const {
   return packUses > 0 && otherUses == 0;
 }
 
+Value KernelEmitter::spreadToBlocks(Value perBlock, const Layout& scales, int64_t lanes, int64_t lanesPerBlock) {
+  Type ty = VectorType::get({lanes}, getElementTypeOrSelf(perBlock.getType()));
+  // A thread with part of one block holds its one scale (replicated); else one per 32 elements.
+  if (scales.replicas > 1) return broadcast(vector::ExtractOp::create(b_, perBlock, ArrayRef<int64_t>{0}), ty);
+  SmallVector<int64_t> mask;
+  for (int64_t e = 0; e < lanes; ++e) mask.push_back(e / lanesPerBlock);
+  return vector::ShuffleOp::create(b_, perBlock, perBlock, mask);
+}
+
 LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
   const bool e2m3 = kir::mxFormat(op.ival) == kir::MxFormat::E2M3;
   const int64_t shift = e2m3 ? 6 : 12;
@@ -180,17 +189,10 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     Value factor = s.sel(normal, s.shl(s.add(exponent, s.c(127)), s.c(23)),
                          s.shl(s.c(1), s.max(s.add(exponent, s.c(149)), s.c(0))));
     Value nanBlock = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0x1F1F), s.c(0));
-    auto spread = [&](Value perBlock, int64_t lanes, int64_t perBlockLanes) -> Value {
-      Type ty = VectorType::get({lanes}, getElementTypeOrSelf(perBlock.getType()));
-      if (scales.replicas > 1) return broadcast(vector::ExtractOp::create(b_, perBlock, ArrayRef<int64_t>{0}), ty);
-      SmallVector<int64_t> mask;
-      for (int64_t e = 0; e < lanes; ++e) mask.push_back(e / perBlockLanes);
-      return vector::ShuffleOp::create(b_, perBlock, perBlock, mask);
-    };
     Type f32v = VectorType::get({perThread}, f32), i32v = VectorType::get({perThread}, i32);
-    Value factorF = arith::BitcastOp::create(b_, f32v, spread(factor, perThread, 32));
+    Value factorF = arith::BitcastOp::create(b_, f32v, spreadToBlocks(factor, scales, perThread, 32));
     Type i16p = VectorType::get({perThread / 2}, i16);
-    nanBlock = arith::TruncIOp::create(b_, i16p, spread(nanBlock, perThread / 2, 16));
+    nanBlock = arith::TruncIOp::create(b_, i16p, spreadToBlocks(nanBlock, scales, perThread / 2, 16));
 
     // Per element: |x * F| saturated, with x's sign, converted in pairs.
     IntMath m(b_, i32v);
@@ -244,16 +246,10 @@ LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
     Value unbias = s.sub(s.c(31), bound);
     // Each block's constants, spread to its elements' positions.
     Type i32v = VectorType::get({perThread}, i32);
-    SmallVector<int64_t> mask;
-    for (int64_t e = 0; e < perThread; ++e) mask.push_back(e / 32);
-    auto spread = [&](Value perBlock) -> Value {
-      if (scales.replicas > 1) return broadcast(vector::ExtractOp::create(b_, perBlock, ArrayRef<int64_t>{0}), i32v);
-      return vector::ShuffleOp::create(b_, perBlock, perBlock, mask);
-    };
-    scaleUp = spread(scaleUp);
-    floor = spread(floor);
-    bound = spread(bound);
-    unbias = spread(unbias);
+    scaleUp = spreadToBlocks(scaleUp, scales, perThread, 32);
+    floor = spreadToBlocks(floor, scales, perThread, 32);
+    bound = spreadToBlocks(bound, scales, perThread, 32);
+    unbias = spreadToBlocks(unbias, scales, perThread, 32);
 
     // Per element: the header's sequence, op for op.
     IntMath m(b_, i32v);
