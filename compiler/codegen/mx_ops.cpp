@@ -53,8 +53,8 @@
 //                              power of two (denormal for the largest S; f32 denormals are kept,
 //                              the NVPTX multiply has no .ftz), and where y itself is denormal the
 //                              code is 0 either way
-//   a    = copysign(min(|y|, MAX * 2^-6 or 2^-12), x)   saturates (an unsigned min on the bits of
-//          |y|, where a NaN is above the bound: it gives 0x1F)
+//   a    = copysign(min(|y|, MAX * 2^-6 or 2^-12), x)   saturates; min (PTX min.f32) of a NaN is
+//          the bound (the spec's 0x1F)
 //   byte = cvt.rn.satfinite.{e4m3,e5m2}x2(a): sign in bit 7, the FP6 magnitude code in bits 0-4
 //          (|a| <= MAX keeps the two top exponent bits clear)
 //   code = (byte & 0x1F) | ((byte >> 2) & 0x20) | (S == 0xFF ? 0x1F : 0)
@@ -199,18 +199,24 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     Value x = arith::ExtFOp::create(b_, f32v, chunk);
     Value y = arith::MulFOp::create(b_, x, factorF);
     auto bitsOf = [&](Value v) -> Value { return arith::BitcastOp::create(b_, i32v, v); };
-    // min(|y|, bound) on the bits: unsigned order is float order for non-negative floats, and a
-    // NaN's bits are above every finite value's, so a NaN gives the bound. (A float minnum would
-    // become a libdevice call under older PTX versions.)
-    Value a = m.umin(m.band(bitsOf(y), m.c(0x7FFFFFFF)), m.c(int32_t(std::bit_cast<uint32_t>(bound))));
-    Value signedA = arith::BitcastOp::create(b_, f32v, m.bor(a, m.band(bitsOf(x), m.c(int32_t(0x80000000u)))));
-    // The conversion puts its first operand in the high byte.
+    Value magnitude = arith::BitcastOp::create(b_, f32v, m.band(bitsOf(y), m.c(0x7FFFFFFF)));
+    Value sign = m.band(bitsOf(x), m.c(int32_t(0x80000000u)));
+    // min(|y|, bound) through NVVM's fmin (the non-NaN operand: a NaN gives the bound). Not
+    // arith.minnumf: MLIR lowers that to libdevice's __nv_fminf, an undefined function wherever no
+    // CUDA toolkit is installed. Then x's sign, and the conversion, whose first operand goes to
+    // the high byte.
+    Value boundF = arith::ConstantOp::create(b_, b_.getF32FloatAttr(bound));
+    auto saturated = [&](int64_t e) -> Value {
+      Value mag = vector::ExtractOp::create(b_, magnitude, ArrayRef<int64_t>{e});
+      Value a = LLVM::CallIntrinsicOp::create(b_, f32, b_.getStringAttr("llvm.nvvm.fmin.f"), ValueRange{mag, boundF})
+                    .getResult(0);
+      Value signBit = vector::ExtractOp::create(b_, sign, ArrayRef<int64_t>{e});
+      return arith::BitcastOp::create(b_, f32, arith::OrIOp::create(b_, arith::BitcastOp::create(b_, i32, a), signBit));
+    };
     SmallVector<Value> pairs;
-    for (int64_t e = 0; e < perThread; e += 2) {
-      Value lo = vector::ExtractOp::create(b_, signedA, ArrayRef<int64_t>{e});
-      Value hi = vector::ExtractOp::create(b_, signedA, ArrayRef<int64_t>{e + 1});
-      pairs.push_back(LLVM::CallIntrinsicOp::create(b_, i16, b_.getStringAttr(convert), ValueRange{hi, lo}).getResult(0));
-    }
+    for (int64_t e = 0; e < perThread; e += 2)
+      pairs.push_back(LLVM::CallIntrinsicOp::create(b_, i16, b_.getStringAttr(convert), ValueRange{saturated(e + 1), saturated(e)})
+                          .getResult(0));
     // FP8 byte s.0.eeeee (top exponent bits clear) -> FP6 code s.eeeee: bits 0-4, and the sign
     // from bit 7 to bit 5.
     IntMath h(b_, i16p);
