@@ -828,35 +828,45 @@ class NormRopeQkvBwd(_NormRopeBase):
                     + tree.stages(rpath, rmeta, lambda parts: parts[0], lambda outs: outs[1], 1),
                     functools.partial(self.check, depth=-(-self.rows // P) + tree.depth()), scratch)
 
-    def _tiles_plan(self, bpath, bmeta, rpath, rmeta):
-        """norm_rope_qkv_bwd_tiles: the same tensors as [T/32, 32, ...] views (qkv and dqkv keep
-        mixed_qkv's strides, with a block stride of 32 tokens), the weights expanded to [32, 128]
-        with stride 0; one program per (block, head), so P = T/32 * H partials [2, T/32, H, 128],
-        reduced as [2, P, 128] by a PartialsTree. dw is 32 + the tree's depth additions deep."""
+    def _tiled(self, rpath, rmeta, dw_out):
+        """What the tiled passes (norm_rope_qkv_bwd_tiles, the packer prologue) share: their inputs
+        as [T/32, 32, ...] views (qkv keeps mixed_qkv's strides, with a block stride of 32 tokens;
+        the weights expanded to [32, 128] with stride 0) and sizes, as a function of the dw partials
+        buffer; P = T/32 * H partials [2, T/32, H, 128] with their scratch; and the PartialsTree
+        launches reducing them into outs[dw_out]. The partials sum 32 tokens, then the tree."""
         dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
         T, H = self.T, self.heads
         TB = T // 32
         P = TB * H
         blocks = lambda t: t.view(TB, 32, *t.shape[1:])  # [T, ...] as [T/32, 32, ...]
         qkv_blocks = blocks(qkv)  # strides (32*token, token, part, head, 1)
-
         tree = PartialsTree(2, P)
 
-        def scratch():
-            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),) + tree.scratch(dq.device)
-
-        def bwd_values(outs, parts):
+        def inputs(dw_part):
             return {"dq": blocks(dq), "dk": blocks(dk), "dv": blocks(dv), "qkv": qkv_blocks,
                     "q_weight": qw.expand(32, HEAD_DIM), "k_weight": kw.expand(32, HEAD_DIM), "q_cos": qc,
                     "q_sin": qs, "k_cos": kc, "k_sin": ks, "q_rstd": blocks(qr), "k_rstd": blocks(kr),
-                    "dqkv": blocks(outs[0]), "dw_part": parts[0], "qkv_block_stride": qkv_blocks.stride(0),
+                    "dw_part": dw_part, "qkv_block_stride": qkv_blocks.stride(0),
                     "qkv_token_stride": qkv_blocks.stride(1), "qkv_part_stride": qkv_blocks.stride(2),
                     "qkv_head_stride": qkv_blocks.stride(3), "pos_div": pos_div, "TB": TB, "H": H,
                     "S": self.positions}
 
+        def scratch():
+            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),) + tree.scratch(dq.device)
+
+        reduction = tree.stages(rpath, rmeta, lambda parts: parts[0].view(2, P, HEAD_DIM),
+                                lambda outs: outs[dw_out], 1)
+        return blocks, P, tree, inputs, scratch, reduction
+
+    def _tiles_plan(self, bpath, bmeta, rpath, rmeta):
+        """norm_rope_qkv_bwd_tiles: one program per (block of 32 tokens, head) over _tiled views."""
+        blocks, P, tree, inputs, scratch, reduction = self._tiled(rpath, rmeta, dw_out=1)
+
+        def bwd_values(outs, parts):
+            return {**inputs(parts[0]), "dqkv": blocks(outs[0])}
+
         return Plan(f"tiles {mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}",
-                    [Stage(bpath, bmeta, P, bwd_values)]
-                    + tree.stages(rpath, rmeta, lambda parts: parts[0].view(2, P, HEAD_DIM), lambda outs: outs[1], 1),
+                    [Stage(bpath, bmeta, P, bwd_values)] + reduction,
                     functools.partial(self.check, depth=32 + tree.depth()), scratch)
 
     def check(self, outs, depth=None, chunk=2048):
@@ -1264,26 +1274,14 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
         return plans
 
     def _plan(self, bpath, bmeta, rpath, rmeta, bf16_out, twin=None):
-        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
-        T, H, C, P = self.T, self.heads, self.C, self.partials
+        T, C = self.T, self.C
         TB = T // 32
-        blocks = lambda t: t.view(TB, 32, *t.shape[1:])  # [T, ...] as [T/32, 32, ...]
-        qkv_blocks = blocks(qkv)  # strides (32*token, token, part, head, 1)
-
-        tree = PartialsTree(2, P)
-
-        def scratch():
-            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),) + tree.scratch(dq.device)
+        blocks, P, tree, inputs, scratch, reduction = self._tiled(rpath, rmeta, dw_out=4)
 
         def pack_values(outs, parts):
-            values = {"dq": blocks(dq), "dk": blocks(dk), "dv": blocks(dv), "qkv": qkv_blocks,
-                      "q_weight": qw.expand(32, HEAD_DIM), "k_weight": kw.expand(32, HEAD_DIM),
-                      "q_cos": qc, "q_sin": qs, "k_cos": kc, "k_sin": ks, "q_rstd": blocks(qr), "k_rstd": blocks(kr),
+            values = {**inputs(parts[0]),
                       "row_data": outs[0].view(TB, 32, C * 3 // 4), "row_scales": outs[1].view(TB, 32, C // 32),
-                      "col_data": outs[2].view(C, TB, 24), "col_scales": outs[3], "dw_part": parts[0],
-                      "qkv_block_stride": qkv_blocks.stride(0), "qkv_token_stride": qkv_blocks.stride(1),
-                      "qkv_part_stride": qkv_blocks.stride(2), "qkv_head_stride": qkv_blocks.stride(3),
-                      "pos_div": pos_div, "TB": TB, "H": H, "S": self.positions, "RW": C * 3 // 4, "RS": C // 32}
+                      "col_data": outs[2].view(C, TB, 24), "col_scales": outs[3], "RW": C * 3 // 4, "RS": C // 32}
             if bf16_out:
                 values["dqkv"] = blocks(outs[5])
             return values
@@ -1294,9 +1292,7 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
         else:
             check = lambda outs: Unchecked(f"no {self.twin_kernel} code object at {mxfp6rt.config_tag(bmeta)}, "
                                            "whose bf16 d(mixed_qkv) and blobs this schedule's are checked against")
-        stages = [Stage(bpath, bmeta, P, pack_values)] + tree.stages(
-            rpath, rmeta, lambda parts: parts[0].view(2, P, HEAD_DIM), lambda outs: outs[4], 1)
-        return Plan(config, stages, check,
+        return Plan(config, [Stage(bpath, bmeta, P, pack_values)] + reduction, check,
                     scratch, twin=twin, alloc=functools.partial(self.alloc_outputs, bf16_out=bf16_out))
 
     def check(self, outs, twin_outs=None, depth=None):
