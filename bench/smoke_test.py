@@ -265,9 +265,10 @@ def _fake_kernel(dev, meta, folder):
 
 def packer_tensors_through_fake_driver(lib, fake_driver, folder):
     """The column, dual and prologue packers and the dw reduction take the tensors the benchmark
-    passes them (problems.py: X viewed [T/32, 32, C], column data [C, T/32, 24]; the prologue's
-    [T/32, 32, ...] views, mixed_qkv's Megatron strides, weights expanded with stride 0, dw
-    partials [2, T/32, H, 128] reduced as [2, P, 128]), through Kernel.prepare: checked by the
+    passes them (problems.py: X viewed [T/(32 HB), HB, 32, C], column data [C, T/(32 HB), HB, 24];
+    the prologue's [T/32, 32, ...] views, mixed_qkv's Megatron strides, weights expanded with
+    stride 0, dw partials [2, T/32, H, 128] reduced by a tree of [2*left, chunk, 128] launches),
+    through Kernel.prepare: checked by the
     runtime against each declaration, the grid that of the benchmark's row count."""
     rt = mxfp6rt.Runtime(lib)
     dev = rt.open_device("cuda", driver_path=fake_driver)
