@@ -1,4 +1,5 @@
-// The element encoder that compiler/codegen/mx_ops.cpp emits for gfx942 and sm_90, written here
+// The element encoder that compiler/codegen/mx_ops.cpp emits for gfx942 (and for sm_90 where a thread
+// holds an odd number of elements; otherwise sm_90 converts through FP8), written here
 // op for op (the same i32 and f32 operations in the same order), against the CPU reference
 // encoder mx::encodeBf16Element. Reference: compiler/interp/mxfp6.h (itself checked against
 // specs/mxfp6.md in mxfp6_test.cpp). Metric: exact equality of the 6-bit code. Bound: 0
