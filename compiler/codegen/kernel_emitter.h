@@ -124,6 +124,9 @@ class KernelEmitter {
   void bindPrefetched(const PipelinePlan& plan, ValueRange carried);
   // mx_ops.cpp
   LogicalResult emitMxScale(const kir::Op& op, int id);
+  /// The largest |bf16| bit pattern of each 32-element block of a chunk (i32 lanes, as
+  /// groupReduceChunk returns them); NaN and Inf sort above every finite magnitude.
+  Value blockAmax(Value chunk, int64_t perThread);
   LogicalResult emitMxEncode(const kir::Op& op, int id);
   /// Per-block values (one lane per 32-element block of a thread's chunk) repeated to `lanes`
   /// lanes, lanesPerBlock each.
@@ -158,7 +161,15 @@ class KernelEmitter {
   std::optional<int64_t> constantValue(int id) const;
   /// A slice access whose chunks are not contiguous: one access per element.
   LogicalResult emitElementwiseAccess(const kir::Op& op, int id);
-  int64_t transposePitch(const kir::Op& op) const;
+  /// Where a transpose keeps tile element (r, w) in its shared buffer (tile_ops.cpp).
+  struct TransposeLayout {
+    int64_t pitch;   // elements from one tile row to the next
+    int64_t band;    // rows that share one skew: the rows one thread's column vector spans
+    int64_t skew;    // elements added per band
+    int64_t align;   // bytes every thread's row vector is aligned to
+    int64_t region;  // elements of one program row's tile
+  };
+  TransposeLayout transposeLayout(const kir::Op& op) const;
   MemRefType transposeBufferType(const kir::Op& op);
   LogicalResult emitTranspose(const kir::Op& op, int id);
   /// Extent of row variable v: a runtime size argument or a constant.

@@ -694,6 +694,9 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   }
   auto func = gpu::GPUFuncOp::create(b_, entryName(k_), b_.getFunctionType(argTypes, {}), workgroup, TypeRange{});
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
+  // Shared buffers start 16-byte aligned: transposes store 16-byte row vectors into theirs.
+  for (unsigned i = 0; i < workgroup.size(); ++i)
+    func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b_.getI64IntegerAttr(16));
   int blockThreads = int(rows_ * threads_);
   func.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({blockThreads, 1, 1}));
 

@@ -53,11 +53,13 @@
 //                              power of two (denormal for the largest S; f32 denormals are kept,
 //                              the NVPTX multiply has no .ftz), and where y itself is denormal the
 //                              code is 0 either way
-//   a    = copysign(min(|y|, MAX * 2^-6 or 2^-12), x)   saturates; min (PTX min.f32) of a NaN is
-//          the bound (the spec's 0x1F)
-//   byte = cvt.rn.satfinite.{e4m3,e5m2}x2(a): sign in bit 7, the FP6 magnitude code in bits 0-4
-//          (|a| <= MAX keeps the two top exponent bits clear)
-//   code = (byte & 0x1F) | ((byte >> 2) & 0x20) | (S == 0xFF ? 0x1F : 0)
+//   a    = min(|y|, MAX * 2^-6 or 2^-12)   saturates; min (PTX min.f32) of a NaN is the bound (the
+//                                          spec's 0x1F)
+//   byte = cvt.rn.satfinite.{e4m3,e5m2}x2(a): the FP6 magnitude code in bits 0-4 (|a| <= MAX
+//          keeps the sign and the two top exponent bits clear)
+//   code = byte | sign(x) << 5 | (S == 0xFF ? 0x1F : 0)
+// The last line runs on words of four codes, the signs gathered by one byte permute (prmt) of
+// the four bf16: the scale's amax, these codes and pack6 stay on 32-bit words throughout.
 // tests/interp/mxfp6_fp8_encode_test.cpp runs this sequence, with an independent FP8 rounding,
 // against the CPU encoder for every bf16 pattern, scale byte and format.
 //
@@ -126,11 +128,7 @@ LogicalResult KernelEmitter::emitMxScale(const kir::Op& op, int id) {
   kir::MxScaleMode mode = kir::mxScaleMode(op.ival);
   int64_t perThread = layoutFor(k_.ops[op.operands[0]].type.length).perThread;
   for (Value chunk : values_[op.operands[0]].chunks) {
-    Type i32v = sameShape(chunk, b_.getI32Type());
-    IntMath m(b_, i32v);
-    Value bits = arith::ExtUIOp::create(b_, i32v, arith::BitcastOp::create(b_, sameShape(chunk, b_.getI16Type()), chunk));
-    Value magnitude = m.band(bits, m.c(0x7FFF));
-    Value amax = groupReduceChunk(OpCode::ReduceMax, magnitude, perThread, 32);
+    Value amax = blockAmax(chunk, perThread);
 
     IntMath s(b_, amax.getType());
     Value exponent = s.shr(amax, s.c(7));
@@ -144,6 +142,47 @@ LogicalResult KernelEmitter::emitMxScale(const kir::Op& op, int id) {
     values_[id].chunks.push_back(arith::TruncIOp::create(b_, sameShape(byte, b_.getI8Type()), byte));
   }
   return success();
+}
+
+Value KernelEmitter::blockAmax(Value chunk, int64_t perThread) {
+  if (target_.backend != Backend::NVVM || perThread % 2 != 0) {
+    Type i32v = sameShape(chunk, b_.getI32Type());
+    IntMath m(b_, i32v);
+    Value bits = arith::ExtUIOp::create(b_, i32v, arith::BitcastOp::create(b_, sameShape(chunk, b_.getI16Type()), chunk));
+    return groupReduceChunk(OpCode::ReduceMax, m.band(bits, m.c(0x7FFF)), perThread, 32);
+  }
+  // NVIDIA: max.NaN.xorsign.abs.bf16x2 (sm_86+) on pairs, in a tree: each lane's larger
+  // magnitude (its sign bit, the xor of the inputs', is dropped at the end; subnormals are
+  // compared as they are), or the canonical NaN (0x7FFF) if either is a NaN. So the result is
+  // 0x7FFF (>= 0x7F80) for a block with a NaN, 0x7F80 for one with an Inf and no NaN, and
+  // otherwise the largest magnitude's own bits: wherever the scale depends on the bits, they
+  // are the integer maximum's. Half an instruction per element instead of about three.
+  Type i32 = b_.getI32Type();
+  Type pair = VectorType::get({2}, b_.getBF16Type());
+  int64_t words = perThread / 2, perGroup = std::min<int64_t>(perThread, 32) / 2;
+  Value asWords = vector::BitCastOp::create(b_, VectorType::get({words}, i32), chunk);
+  IntMath m(b_, i32);
+  SmallVector<Value> partials;
+  for (int64_t g = 0; g < words; g += perGroup) {
+    SmallVector<Value> level;
+    for (int64_t w = 0; w < perGroup; ++w)
+      level.push_back(LLVM::BitcastOp::create(b_, pair, vector::ExtractOp::create(b_, asWords, ArrayRef<int64_t>{g + w})));
+    while (level.size() > 1) {
+      SmallVector<Value> next;
+      for (size_t i = 0; i + 1 < level.size(); i += 2)
+        next.push_back(LLVM::CallIntrinsicOp::create(b_, pair, b_.getStringAttr("llvm.nvvm.fmax.nan.xorsign.abs.bf16x2"),
+                                                     ValueRange{level[i], level[i + 1]})
+                           .getResult(0));
+      if (level.size() % 2) next.push_back(level.back());
+      level = std::move(next);
+    }
+    Value bits = LLVM::BitcastOp::create(b_, i32, level[0]);
+    Value low = m.band(bits, m.c(0x7FFF)), high = m.band(m.shr(bits, m.c(16)), m.c(0x7FFF));
+    partials.push_back(m.umax(low, high));
+  }
+  Value amax = vector::FromElementsOp::create(b_, VectorType::get({int64_t(partials.size())}, i32), partials);
+  // A block spread over 32 / perThread lanes: the lanes' maxima meet through shuffles.
+  return perThread >= 32 ? amax : groupReduceChunk(OpCode::ReduceMax, amax, 1, 32 / perThread);
 }
 
 bool KernelEmitter::usesNativeMxPack(int encodeId) const {
@@ -181,47 +220,54 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     int64_t perThread = cast<VectorType>(chunk.getType()).getNumElements();
 
     // Per block: the factor F as f32 bits (normal, or denormal below 2^-126), and the mask that
-    // makes a NaN block's codes sign | 0x1F (two codes per 16-bit lane).
+    // makes a NaN block's codes sign | 0x1F (four codes per word).
     IntMath s(b_, sameShape(scaleChunk, i32));
     Value scale = arith::ExtUIOp::create(b_, sameShape(scaleChunk, i32), scaleChunk);
     Value exponent = s.sub(s.c(127 - shift), scale);
     Value normal = s.cmp(arith::CmpIPredicate::sge, exponent, s.c(-126));
     Value factor = s.sel(normal, s.shl(s.add(exponent, s.c(127)), s.c(23)),
                          s.shl(s.c(1), s.max(s.add(exponent, s.c(149)), s.c(0))));
-    Value nanBlock = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0x1F1F), s.c(0));
+    Value nanBlock = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0x1F1F1F1F), s.c(0));
     Type f32v = VectorType::get({perThread}, f32), i32v = VectorType::get({perThread}, i32);
+    Type words = VectorType::get({perThread / 4}, i32);
     Value factorF = arith::BitcastOp::create(b_, f32v, spreadToBlocks(factor, scales, perThread, 32));
-    Type i16p = VectorType::get({perThread / 2}, i16);
-    nanBlock = arith::TruncIOp::create(b_, i16p, spreadToBlocks(nanBlock, scales, perThread / 2, 16));
+    nanBlock = spreadToBlocks(nanBlock, scales, perThread / 4, 8);
 
-    // Per element: |x * F| saturated, with x's sign, converted in pairs.
+    // Per element: min(|x * F|, bound) through NVVM's fmin (the non-NaN operand: a NaN gives the
+    // bound; not arith.minnumf, which MLIR lowers to libdevice's __nv_fminf, an undefined function
+    // wherever no CUDA toolkit is installed), converted in pairs, the first operand to the high
+    // byte: FP8 bytes 0.0eeeee = the FP6 magnitude codes (|a| <= MAX keeps the top exponent
+    // bits clear).
     IntMath m(b_, i32v);
-    Value x = arith::ExtFOp::create(b_, f32v, chunk);
-    Value y = arith::MulFOp::create(b_, x, factorF);
-    auto bitsOf = [&](Value v) -> Value { return arith::BitcastOp::create(b_, i32v, v); };
-    Value magnitude = arith::BitcastOp::create(b_, f32v, m.band(bitsOf(y), m.c(0x7FFFFFFF)));
-    Value sign = m.band(bitsOf(x), m.c(int32_t(0x80000000u)));
-    // min(|y|, bound) through NVVM's fmin (the non-NaN operand: a NaN gives the bound). Not
-    // arith.minnumf: MLIR lowers that to libdevice's __nv_fminf, an undefined function wherever no
-    // CUDA toolkit is installed. Then x's sign, and the conversion, whose first operand goes to
-    // the high byte.
+    Value y = arith::MulFOp::create(b_, arith::ExtFOp::create(b_, f32v, chunk), factorF);
+    Value magnitude = arith::BitcastOp::create(b_, f32v, m.band(arith::BitcastOp::create(b_, i32v, y), m.c(0x7FFFFFFF)));
     Value boundF = arith::ConstantOp::create(b_, b_.getF32FloatAttr(bound));
     auto saturated = [&](int64_t e) -> Value {
       Value mag = vector::ExtractOp::create(b_, magnitude, ArrayRef<int64_t>{e});
-      Value a = LLVM::CallIntrinsicOp::create(b_, f32, b_.getStringAttr("llvm.nvvm.fmin.f"), ValueRange{mag, boundF})
-                    .getResult(0);
-      Value signBit = vector::ExtractOp::create(b_, sign, ArrayRef<int64_t>{e});
-      return arith::BitcastOp::create(b_, f32, arith::OrIOp::create(b_, arith::BitcastOp::create(b_, i32, a), signBit));
+      return LLVM::CallIntrinsicOp::create(b_, f32, b_.getStringAttr("llvm.nvvm.fmin.f"), ValueRange{mag, boundF})
+          .getResult(0);
     };
     SmallVector<Value> pairs;
     for (int64_t e = 0; e < perThread; e += 2)
       pairs.push_back(LLVM::CallIntrinsicOp::create(b_, i16, b_.getStringAttr(convert), ValueRange{saturated(e + 1), saturated(e)})
                           .getResult(0));
-    // FP8 byte s.0.eeeee (top exponent bits clear) -> FP6 code s.eeeee: bits 0-4, and the sign
-    // from bit 7 to bit 5.
-    IntMath h(b_, i16p);
-    Value fp8 = vector::FromElementsOp::create(b_, i16p, pairs);
-    Value codes = h.bor(h.bor(h.band(fp8, h.c(0x1F1F)), h.band(h.shr(fp8, h.c(2)), h.c(0x2020))), nanBlock);
+    Value fp8 = vector::BitCastOp::create(b_, words, vector::FromElementsOp::create(b_, VectorType::get({perThread / 2}, i16), pairs));
+
+    // Per four elements: their signs, one byte each (0xFF or 0), by a byte permute of the two bf16
+    // pairs that replicates the top bit of bytes 1 and 3 of each; bit 5 of the code.
+    Value bf16Words = vector::BitCastOp::create(b_, VectorType::get({perThread / 2}, i32), chunk);
+    SmallVector<Value> signWords;
+    for (int64_t w = 0; w < perThread / 4; ++w) {
+      Value low = vector::ExtractOp::create(b_, bf16Words, ArrayRef<int64_t>{2 * w});
+      Value high = vector::ExtractOp::create(b_, bf16Words, ArrayRef<int64_t>{2 * w + 1});
+      Value selector = arith::ConstantOp::create(b_, b_.getI32IntegerAttr(0xFDB9));
+      signWords.push_back(
+          LLVM::CallIntrinsicOp::create(b_, i32, b_.getStringAttr("llvm.nvvm.prmt"), ValueRange{low, high, selector})
+              .getResult(0));
+    }
+    IntMath h(b_, words);
+    Value signs = h.band(vector::FromElementsOp::create(b_, words, signWords), h.c(0x20202020));
+    Value codes = h.bor(h.bor(fp8, signs), nanBlock);
     values_[id].chunks.push_back(vector::BitCastOp::create(b_, VectorType::get({perThread}, b_.getI8Type()), codes));
   }
   return success();
@@ -230,8 +276,9 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
 LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
   // Its Pack6 emits the native instruction instead; the codes never exist on their own.
   if (usesNativeMxPack(id)) return success();
-  // NVIDIA converts pairs through FP8; a thread holding an odd number of elements keeps the ALU path.
-  if (target_.backend == Backend::NVVM && layoutFor(op.type.length).perThread % 2 == 0) return emitMxEncodeFp8(op, id);
+  // NVIDIA converts through FP8 four elements at a time; a thread holding another number of
+  // elements keeps the ALU path.
+  if (target_.backend == Backend::NVVM && layoutFor(op.type.length).perThread % 4 == 0) return emitMxEncodeFp8(op, id);
   FormatConstants fc = constantsFor(kir::mxFormat(op.ival));
   const int64_t gridShift = 23 - fc.mbits;
   Layout scales = layoutFor(k_.ops[op.operands[1]].type.length);
@@ -281,20 +328,11 @@ LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
 
 namespace {
 
-/// The byte image of 6-bit codes (`codes`: i32 lanes, each below 64), element i at bits
-/// [6i, 6i+6) LSB first: 24-bit groups c0 | c1<<6 | c2<<12 | c3<<18, cut into the widest words
-/// (i32, i16 or i8) that tile the 3n/4 bytes, bitcast to bytes.
-Value packSmallCodes(ImplicitLocOpBuilder& b, Value codes) {
-  Type i32 = b.getI32Type();
-  IntMath m(b, i32);
-  int64_t n = cast<VectorType>(codes.getType()).getNumElements();
-  SmallVector<Value> groups;
-  for (int64_t g = 0; g < n / 4; ++g) {
-    Value group = vector::ExtractOp::create(b, codes, ArrayRef<int64_t>{4 * g});
-    for (int64_t i = 1; i < 4; ++i)
-      group = m.bor(group, m.shl(vector::ExtractOp::create(b, codes, ArrayRef<int64_t>{4 * g + i}), m.c(6 * i)));
-    groups.push_back(group);
-  }
+/// 24-bit groups of four codes (i32 values below 2^24) laid end to end, LSB first: the 3n/4
+/// bytes cut into the widest words (i32, i16 or i8) that tile them, bitcast to bytes.
+Value cutGroups(ImplicitLocOpBuilder& b, ArrayRef<Value> groups) {
+  IntMath m(b, b.getI32Type());
+  int64_t n = int64_t(groups.size()) * 4;
   int64_t bytes = n / 4 * 3;
   int64_t width = bytes % 4 == 0 ? 32 : bytes % 2 == 0 ? 16 : 8;
   Type wordType = b.getIntegerType(width);
@@ -312,6 +350,34 @@ Value packSmallCodes(ImplicitLocOpBuilder& b, Value codes) {
   }
   if (width == 8) return words;
   return vector::BitCastOp::create(b, VectorType::get({bytes}, b.getI8Type()), words);
+}
+
+/// The byte image of 6-bit codes (`codes`: i32 lanes, each below 64), element i at bits
+/// [6i, 6i+6) LSB first: groups c0 | c1<<6 | c2<<12 | c3<<18.
+Value packSmallCodes(ImplicitLocOpBuilder& b, Value codes) {
+  IntMath m(b, b.getI32Type());
+  int64_t n = cast<VectorType>(codes.getType()).getNumElements();
+  SmallVector<Value> groups;
+  for (int64_t g = 0; g < n / 4; ++g) {
+    Value group = vector::ExtractOp::create(b, codes, ArrayRef<int64_t>{4 * g});
+    for (int64_t i = 1; i < 4; ++i)
+      group = m.bor(group, m.shl(vector::ExtractOp::create(b, codes, ArrayRef<int64_t>{4 * g + i}), m.c(6 * i)));
+    groups.push_back(group);
+  }
+  return cutGroups(b, groups);
+}
+
+/// The same from i32 words holding four codes below 64 in their bytes: two steps close the gaps
+/// (bytes to 12-bit pairs in each half, halves to the 24-bit group), 4 ops per 4 codes.
+Value packCodeWords(ImplicitLocOpBuilder& b, Value words) {
+  IntMath m(b, b.getI32Type());
+  SmallVector<Value> groups;
+  for (int64_t w = 0; w < cast<VectorType>(words.getType()).getNumElements(); ++w) {
+    Value word = vector::ExtractOp::create(b, words, ArrayRef<int64_t>{w});
+    Value pairs = m.bor(m.band(word, m.c(0x003F003F)), m.band(m.shr(word, m.c(2)), m.c(0x0FC00FC0)));
+    groups.push_back(m.bor(m.band(pairs, m.c(0xFFF)), m.band(m.shr(pairs, m.c(4)), m.c(0xFFF000))));
+  }
+  return cutGroups(b, groups);
 }
 
 }  // namespace
@@ -361,9 +427,15 @@ LogicalResult KernelEmitter::emitPack6(const kir::Op& op, int id) {
   }
   bool encoded = k_.ops[op.operands[0]].code == OpCode::MxEncode;
   for (Value chunk : values_[op.operands[0]].chunks) {
-    // emitMxEncode's codes are the truncation of i32 lanes below 64: pack those directly.
+    // emitMxEncode's codes are the truncation of i32 lanes below 64, or (FP8 path) the bytes of
+    // i32 words: pack those directly.
     auto trunc = chunk.getDefiningOp<arith::TruncIOp>();
-    values_[id].chunks.push_back(encoded && trunc ? packSmallCodes(b_, trunc.getIn()) : packCodes(chunk));
+    auto cast = chunk.getDefiningOp<vector::BitCastOp>();
+    bool fromWords = cast && getElementTypeOrSelf(cast.getSource().getType()).isInteger(32);
+    values_[id].chunks.push_back(!encoded ? packCodes(chunk)
+                                 : trunc  ? packSmallCodes(b_, trunc.getIn())
+                                 : fromWords ? packCodeWords(b_, cast.getSource())
+                                             : packCodes(chunk));
   }
   return success();
 }

@@ -10,9 +10,17 @@
 // transpose(v, R) moves data between threads through shared memory: every thread writes its
 // elements of the [R, W] tile to its program row's buffer, a barrier, then every thread reads the
 // elements of the [W, R] transpose it holds. Transposes of one type and size share a buffer,
-// with a barrier before the later one writes. The buffer's rows are padded by one 32-bit word so
-// the column reads of neighbouring lanes fall into different banks; the writes are then only
-// 4-byte aligned, which still packs two bf16 (or four u8) per store.
+// with a barrier before the later one writes. The layout (transposeLayout) serves both phases
+// from the 32 banks of 4 bytes:
+//  - writes: a thread's E row elements are one vector store (16-byte words where the rows are
+//    16-byte multiples); rows are padded by 16 bytes, so the lanes of one store phase, which
+//    write neighbouring rows, start in different banks;
+//  - reads: thread t holds E consecutive rows of one column, rows (t % n) * E + e with n = R / E
+//    bands, so at each step the lanes of a warp read one row of every band across 32 / n
+//    columns. Without more, the bands lie a multiple of 128 bytes apart (E rows of a padded
+//    pitch) and those lanes hit the same banks n times over. Each band is therefore shifted by a
+//    skew that spaces the bands 128 / n bytes apart modulo 128 (rounded up to the row vectors'
+//    alignment, which the shift keeps), so the n bands fall into disjoint banks.
 
 #include "compiler/codegen/kernel_emitter.h"
 
@@ -165,30 +173,47 @@ LogicalResult KernelEmitter::emitElementwiseAccess(const kir::Op& op, int id) {
   return success();
 }
 
-int64_t KernelEmitter::transposePitch(const kir::Op& op) const {
-  int64_t cols = op.type.length / op.ival;
-  int64_t bytes = kir::dtypeBytes(op.type.elem);
-  return cols + std::max<int64_t>(1, 4 / bytes);
+KernelEmitter::TransposeLayout KernelEmitter::transposeLayout(const kir::Op& op) const {
+  const int64_t rows = op.ival, cols = op.type.length / rows, bytes = kir::dtypeBytes(op.type.elem);
+  const int64_t perThread = layoutFor(op.type.length).perThread;
+  TransposeLayout t{};
+  bool wholeWords = cols * bytes % 16 == 0;
+  t.pitch = cols + (wholeWords ? 16 / bytes : std::max<int64_t>(1, 4 / bytes));
+  t.align = 1;
+  while (t.align < 16 && t.pitch * bytes % (2 * t.align) == 0 && perThread * bytes % (2 * t.align) == 0) t.align *= 2;
+  t.band = perThread < rows && rows % perThread == 0 ? perThread : rows;
+  int64_t bands = rows / t.band;
+  t.skew = 0;
+  if (bands > 1) {
+    int64_t spacing = std::max(t.align, (128 / bands + t.align - 1) / t.align * t.align);
+    int64_t skewBytes = ((spacing - t.band * t.pitch * bytes) % 128 + 128) % 128;
+    t.skew = skewBytes / bytes;
+  }
+  int64_t alignElements = std::max<int64_t>(1, t.align / bytes);
+  t.region = (rows * t.pitch + (bands - 1) * t.skew + alignElements - 1) / alignElements * alignElements;
+  return t;
 }
 
 MemRefType KernelEmitter::transposeBufferType(const kir::Op& op) {
-  int64_t elements = rows_ * op.ival * transposePitch(op);
-  return MemRefType::get({elements}, scalarType(&ctx_, op.type.elem), AffineMap(),
+  return MemRefType::get({rows_ * transposeLayout(op).region}, scalarType(&ctx_, op.type.elem), AffineMap(),
                          gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup));
 }
 
 LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
   const RegValue& in = values_[op.operands[0]];
   Layout l = layoutFor(op.type.length);
-  int64_t rows = op.ival, cols = op.type.length / rows, pitch = transposePitch(op);
+  int64_t rows = op.ival, cols = op.type.length / rows;
+  TransposeLayout t = transposeLayout(op);
   Value buffer = transposeBuffers_.at(id);
-  Value rowBase = arith::MulIOp::create(b_, rowInBlock_, constI64(rows * pitch));
+  Value rowBase = arith::MulIOp::create(b_, rowInBlock_, constI64(t.region));
   auto index = [&](Value v) { return arith::IndexCastOp::create(b_, b_.getIndexType(), v); };
-  // Tile element j = (r, w) lives at r*pitch + w.
+  // Tile element j = (r, w) lives at r*pitch + w + (r / band)*skew.
   auto slot = [&](Value r, Value w) {
-    return arith::AddIOp::create(b_, rowBase, arith::AddIOp::create(b_, arith::MulIOp::create(b_, r, constI64(pitch)), w));
+    Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, r, constI64(t.pitch)), w);
+    if (t.skew > 0)
+      at = arith::AddIOp::create(b_, at, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, r, constI64(t.band)), constI64(t.skew)));
+    return arith::AddIOp::create(b_, rowBase, at);
   };
-  int64_t bytes = kir::dtypeBytes(op.type.elem);
   // An earlier transpose read this buffer: every thread must be done with it.
   if (transposeWaits_.count(id)) gpu::BarrierOp::create(b_);
   for (int64_t c = 0; c < chunks_; ++c) {
@@ -197,7 +222,7 @@ LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
     Value w = arith::RemUIOp::create(b_, first, constI64(cols));
     if (cols % l.perThread == 0) {
       vector::StoreOp::create(b_, in.chunks[c], buffer, ValueRange{index(slot(r, w))}, false,
-                              llvm::MaybeAlign(std::min<int64_t>(4, bytes * l.perThread)));
+                              llvm::MaybeAlign(t.align));
       continue;
     }
     for (int64_t e = 0; e < l.perThread; ++e) {

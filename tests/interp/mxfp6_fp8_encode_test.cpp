@@ -40,11 +40,10 @@ uint8_t encodeThroughFp8(uint16_t bits, uint32_t scale, const Fp8Path& p) {
   const float y = x * std::bit_cast<float>(factorBits);
   const float magnitude = std::bit_cast<float>(std::bit_cast<uint32_t>(y) & 0x7FFFFFFFu);
   const float a = std::fmin(magnitude, p.bound);  // the non-NaN operand, as PTX min.f32
-  const float signedA =
-      std::bit_cast<float>(std::bit_cast<uint32_t>(a) | (std::bit_cast<uint32_t>(x) & 0x80000000u));
-  const uint32_t fp8 = p.e4m3 ? interp::testing::referenceRound<3, 4>(signedA)
-                              : interp::testing::referenceRound<2, 5>(signedA);
-  return static_cast<uint8_t>((fp8 & 0x1F) | ((fp8 >> 2) & 0x20) | nanBlock);
+  const uint32_t fp8 = p.e4m3 ? interp::testing::referenceRound<3, 4>(a) : interp::testing::referenceRound<2, 5>(a);
+  // The sign byte the permute replicates from the bf16's top bit, masked to bit 5.
+  const uint32_t sign = (bits & 0x8000) ? 0xFF : 0x00;
+  return static_cast<uint8_t>(fp8 | (sign & 0x20) | nanBlock);
 }
 
 TEST(Mxfp6Fp8Encode, EveryBf16PatternAndScaleMatchesTheCpuEncoder) {
