@@ -70,25 +70,30 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   Value step = toI64(values_[op.operands[2]].scalar);
   PipelinePlan plan;
   if (pipelinesLoops()) plan = planPipeline(id);
-  if (plan.loads.empty()) {
-    auto loop = scf::ForOp::create(b_, start, end, step);
-    openLoops_.push_back(loop);
-    values_[id].scalar = loop.getInductionVar();
-    b_.setInsertionPoint(loop.getBody()->getTerminator());
-    return success();
-  }
+  // A loop with reductions across warps alternates between two halves of their shared slots,
+  // trip by trip (reductions.cpp): a parity carried as the last loop value.
+  bool alternates = reducesAcrossWarpsIn(id);
+  SmallVector<Value> carried;
   // The first trip's loads before the loop; each trip starts the next trip's loads before its
   // own work and carries them over (pipeline.cpp).
-  SmallVector<Value> first = emitPrefetch(plan, start, end);
-  auto loop = scf::ForOp::create(b_, start, end, step, first);
+  if (!plan.loads.empty()) carried = emitPrefetch(plan, start, end);
+  if (alternates) carried.push_back(constI64(0));
+  auto loop = scf::ForOp::create(b_, start, end, step, carried);
   openLoops_.push_back(loop);
   Value iv = loop.getInductionVar();
   values_[id].scalar = iv;
+  ValueRange iterArgs = loop.getRegionIterArgs();
+  reductionHalves_.push_back(alternates ? iterArgs.back() : Value());
+  if (carried.empty()) {
+    b_.setInsertionPoint(loop.getBody()->getTerminator());
+    return success();
+  }
   b_.setInsertionPointToEnd(loop.getBody());
+  if (plan.loads.empty()) return success();
   plan.end = end;
   plan.next = emitPrefetch(plan, arith::AddIOp::create(b_, iv, step), end);
   values_[id].scalar = iv;
-  bindPrefetched(plan, loop.getRegionIterArgs());
+  bindPrefetched(plan, alternates ? iterArgs.drop_back() : iterArgs);
   prefetched_.insert(plan.loads.begin(), plan.loads.end());
   pipelined_[id] = plan;
   return success();
@@ -96,10 +101,13 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
 
 LogicalResult KernelEmitter::emitForEnd(const kir::Op& op) {
   auto loop = cast<scf::ForOp>(openLoops_.pop_back_val());
+  SmallVector<Value> next;
   if (auto plan = pipelined_.find(int(op.ival)); plan != pipelined_.end()) {
-    scf::YieldOp::create(b_, plan->second.next);
+    next = plan->second.next;
     pipelined_.erase(plan);
   }
+  if (Value half = reductionHalves_.pop_back_val()) next.push_back(arith::SubIOp::create(b_, constI64(1), half));
+  if (!next.empty()) scf::YieldOp::create(b_, next);
   b_.setInsertionPointAfter(loop);
   return success();
 }

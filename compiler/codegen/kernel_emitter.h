@@ -87,7 +87,20 @@ class KernelEmitter {
   LogicalResult emitOp(const kir::Op& op, int id);
   LogicalResult emitLoad(const kir::Op& op, int id);
   LogicalResult emitStore(const kir::Op& op);
+  // reductions.cpp
+  /// Moves each reduction across warps whose operand does not need an earlier one up next to
+  /// it (at most kMaxBatchedReductions together), so they share one barrier.
+  std::vector<int> batchReductions(std::vector<int> order) const;
+  /// Whether `op` is a reduction of a row vector whose lanes span several warps.
+  bool reducesAcrossWarps(const kir::Op& op) const;
+  /// Whether the body of the loop opened by ForBegin `forId` has such a reduction.
+  bool reducesAcrossWarpsIn(int forId) const;
   LogicalResult emitReduce(const kir::Op& op, int id);
+  /// Whether `op` must see the pending reductions' results (it uses one, or opens or closes a
+  /// loop, where the barrier could not stay uniform).
+  bool needsPendingReductions(const kir::Op& op) const;
+  /// The barrier and the cross-warp reads of the pending reductions.
+  void flushReductions();
   LogicalResult emitElementwise(const kir::Op& op, int id);
   // row_ops.cpp
   /// Whether the schedule can run `op` where it needs lanes to line up (located error if not).
@@ -202,7 +215,19 @@ class KernelEmitter {
 
   int64_t rows_ = 1, threads_ = 1, vec_ = 1, warp_ = 32, warpsPerRow_ = 1, chunks_ = 1;
   bool needsShared_ = false;
-  int reductionParity_ = 0;
+  // Reductions across warps write their per-warp partials to a ring of slots in shared memory,
+  // then wait at one barrier per batch; a batch of up to kMaxBatchedReductions, a ring twice as
+  // long, so that no reduction overwrites a slot another thread may still be reading.
+  static constexpr int kMaxBatchedReductions = 2;
+  static constexpr int kReductionSlots = 2 * kMaxBatchedReductions;
+  struct PendingReduction {
+    int id;
+    OpCode code;
+    Value slots;  // index of the first warp's partial
+  };
+  SmallVector<PendingReduction> pendingReductions_;
+  int reductionSlot_ = 0;
+  SmallVector<Value> reductionHalves_;  // per open loop: its trip parity (i64 0/1), or null
 
   std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
   std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)

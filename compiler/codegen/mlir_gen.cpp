@@ -19,12 +19,12 @@
 //   partial = combine chunks elementwise, then reduce the VEC lanes of the vector
 //   for off = min(THREADS, warp)/2 .. 1:  partial = op(partial, shuffle_xor(partial, off))
 //   if THREADS > warp:                    (cross-warp step through shared memory)
-//     lane 0 of each warp writes buf[parity][row][warp]; barrier
-//     every thread combines buf[parity][row][0 .. warps) in order
+//     lane 0 of each warp writes buf[slot][row][warp]; barrier
+//     every thread combines buf[slot][row][0 .. warps) in order
 //
 // Floating-point addition is commutative, so every lane ends with bit-identical results. The
-// two shared buffers alternate between consecutive reductions, so one barrier per reduction
-// suffices: a buffer is rewritten only after the barrier of the reduction in between.
+// slots form a ring, and reductions whose operands are ready together share one barrier
+// (reductions.cpp).
 //
 // Rows past the end are clamped to the last row for loads (no out-of-bounds reads, no divergent
 // barriers) and masked for stores.
@@ -111,9 +111,7 @@ LogicalResult KernelEmitter::checkSchedule() {
   int loopDepth = 0;
   for (const kir::Op& op : k_.ops) {
     loopDepth += op.code == OpCode::ForBegin ? 1 : op.code == OpCode::ForEnd ? -1 : 0;
-    bool reducesVector = (op.code == OpCode::ReduceSum || op.code == OpCode::ReduceMax ||
-                          op.code == OpCode::ReduceMin);
-    if (reducesVector && warpsPerRow_ > 1) {
+    if (reducesAcrossWarps(op)) {
       if (op.type.elem != Dtype::F32) {
         error(op) << "reductions across warps are implemented for f32 only";
         return failure();
@@ -143,7 +141,7 @@ std::vector<int> KernelEmitter::emissionOrder() const {
   if (auto p = k_.config.find("PREFETCH"); p != k_.config.end() && p->second == 0) {
     std::vector<int> order(n);
     for (int i = 0; i < n; ++i) order[i] = i;
-    return order;
+    return batchReductions(std::move(order));
   }
   std::vector<int> innermostLoop(n, -1), open;
   for (int i = 0; i < n; ++i) {
@@ -182,7 +180,7 @@ std::vector<int> KernelEmitter::emissionOrder() const {
     if (!hoisted[i]) order.push_back(i);
     order.insert(order.end(), hoistedAfter[i + 1].begin(), hoistedAfter[i + 1].end());
   }
-  return order;
+  return batchReductions(std::move(order));
 }
 
 Value KernelEmitter::rowExtent(size_t v) {
@@ -360,53 +358,6 @@ Value KernelEmitter::combine(OpCode reduce, Value a, Value c) {
     default:
       return isFloat ? Value(arith::AddFOp::create(b_, a, c)) : Value(arith::AddIOp::create(b_, a, c));
   }
-}
-
-LogicalResult KernelEmitter::emitReduce(const kir::Op& op, int id) {
-  const RegValue& in = values_[op.operands[0]];
-  Layout l = layoutFor(k_.ops[op.operands[0]].type.length);
-  // 1. Chunks, then the elements of the thread's vector, in index order. A replicated element
-  //    counts once: only the first lane of those sharing it contributes.
-  Value acc = in.chunks[0];
-  for (size_t c = 1; c < in.chunks.size(); ++c) acc = combine(op.code, acc, in.chunks[c]);
-  Value partial = vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{0});
-  for (int64_t i = 1; i < l.perThread; ++i)
-    partial = combine(op.code, partial, vector::ExtractOp::create(b_, acc, ArrayRef<int64_t>{i}));
-  if (l.replicas > 1) {
-    Value owner = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq,
-                                        arith::RemUIOp::create(b_, lane_, constI64(l.replicas)), constI64(0));
-    partial = arith::SelectOp::create(b_, owner, partial, identityFor(op.code));
-  }
-  // 2. Butterfly across the threads of the row that share a warp.
-  for (int64_t off = std::min(threads_, warp_) / 2; off >= 1; off /= 2) {
-    auto shuffled = gpu::ShuffleOp::create(b_, partial, int32_t(off), int32_t(warp_), gpu::ShuffleMode::XOR);
-    partial = combine(op.code, partial, shuffled.getShuffleResult());
-  }
-  // 3. Across the warps of the row, through alternating shared buffers.
-  if (warpsPerRow_ > 1) {
-    Value slotBase = constI64(int64_t(reductionParity_) * rows_ * warpsPerRow_);
-    reductionParity_ ^= 1;
-    Value rowBase = arith::AddIOp::create(b_, slotBase, arith::MulIOp::create(b_, rowInBlock_, constI64(warpsPerRow_)));
-    Value firstLane = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, laneInWarp_, constI64(0));
-    {
-      auto ifOp = scf::IfOp::create(b_, firstLane, false);
-      OpBuilder::InsertionGuard guard(b_);
-      b_.setInsertionPointToStart(&ifOp.getThenRegion().front());
-      Value slot = arith::AddIOp::create(b_, rowBase, warpInRow_);
-      memref::StoreOp::create(b_, partial, sharedBuf_,
-                              ValueRange{arith::IndexCastOp::create(b_, b_.getIndexType(), slot)});
-    }
-    gpu::BarrierOp::create(b_);
-    Value total;
-    for (int64_t w = 0; w < warpsPerRow_; ++w) {
-      Value slot = arith::AddIOp::create(b_, rowBase, constI64(w));
-      Value x = memref::LoadOp::create(b_, sharedBuf_, ValueRange{arith::IndexCastOp::create(b_, b_.getIndexType(), slot)});
-      total = w == 0 ? x : combine(op.code, total, x);
-    }
-    partial = total;
-  }
-  values_[id].scalar = partial;
-  return success();
 }
 
 Value KernelEmitter::castValue(Value v, Dtype from, Dtype to) {
@@ -652,7 +603,11 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     }
   }
   SmallVector<Type> workgroup;
-  int sharedFloats = int(2 * rows_ * warpsPerRow_);
+  // The reductions' ring of slots, twice where a loop alternates between two (reductions.cpp).
+  bool alternating = false;
+  for (size_t i = 0; i < k_.ops.size(); ++i)
+    alternating |= k_.ops[i].code == OpCode::ForBegin && reducesAcrossWarpsIn(int(i));
+  int sharedFloats = int((alternating ? 2 : 1) * kReductionSlots * rows_ * warpsPerRow_);
   if (needsShared_)
     workgroup.push_back(MemRefType::get({sharedFloats}, b_.getF32Type(), AffineMap(),
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
@@ -723,6 +678,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   int64_t pointerAlignment = 1;
   for (int i : emissionOrder()) {
     if (prefetched_.count(i)) continue;  // a pipelined loop carries its value
+    if (needsPendingReductions(k_.ops[i])) flushReductions();
     if (failed(emitOp(k_.ops[i], i))) return nullptr;
   }
   for (const kir::Op& op : k_.ops) {

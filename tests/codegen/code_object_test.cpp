@@ -85,9 +85,10 @@ TEST_F(LnModulateCodeObject, HsacoIsAnAmdgpuElfForEachChip) {
     EXPECT_TRUE(hasSymbol(f, "ln_modulate_fwd.kd")) << "kernel descriptor missing";
     EXPECT_NE(f.notes.find("amdhsa.kernels"), std::string::npos);
     EXPECT_NE(f.notes.find(std::string("amdgcn-amd-amdhsa--") + chip), std::string::npos);
-    // Resources come from the same metadata: a wave64 reduction over 6 waves uses 2*6 floats of LDS.
+    // Resources come from the same metadata: the reductions' ring of 4 slots (twice the 2 that one
+    // barrier may batch) of one float per wave, 6 waves of 64.
     ASSERT_TRUE(c.resources.sharedBytes.has_value());
-    EXPECT_EQ(*c.resources.sharedBytes, 2 * (384 / 64) * 4);
+    EXPECT_EQ(*c.resources.sharedBytes, 4 * (384 / 64) * 4);
     EXPECT_GT(c.resources.registers.value_or(0), 0);
   }
 }
@@ -100,7 +101,7 @@ TEST_F(LnModulateCodeObject, CubinIsACudaElfWhenPtxasIsInstalled) {
   EXPECT_EQ(f.machine, unsigned(llvm::ELF::EM_CUDA));
   EXPECT_TRUE(hasSymbol(f, "ln_modulate_fwd"));
   EXPECT_GT(c.resources.registers.value_or(0), 0);
-  EXPECT_EQ(c.resources.sharedBytes.value_or(-1), 2 * (384 / 32) * 4);
+  EXPECT_EQ(c.resources.sharedBytes.value_or(-1), 4 * (384 / 32) * 4);  // 4 slots x 12 warps
 }
 
 TEST_F(LnModulateCodeObject, MetadataDescribesTheLaunch) {
