@@ -106,9 +106,14 @@ LogicalResult KernelEmitter::emitForEnd(const kir::Op& op) {
     next = plan->second.next;
     pipelined_.erase(plan);
   }
-  if (Value half = reductionHalves_.pop_back_val()) next.push_back(arith::SubIOp::create(b_, constI64(1), half));
+  Value half = reductionHalves_.pop_back_val();
+  if (half) next.push_back(arith::SubIOp::create(b_, constI64(1), half));
   if (!next.empty()) scf::YieldOp::create(b_, next);
   b_.setInsertionPointAfter(loop);
+  // The slots' order assumes the body ran in sequence (reductions.cpp): a loop that ran no trip,
+  // or an odd number inside an outer loop's trip, would let the next reduction write a slot a
+  // slower thread still reads. Every thread is past the loop's reads after this barrier.
+  if (half) gpu::BarrierOp::create(b_);
   return success();
 }
 

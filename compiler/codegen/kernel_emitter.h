@@ -82,7 +82,8 @@ class KernelEmitter {
   Value broadcast(Value scalar, Type vectorType) { return vector::BroadcastOp::create(b_, vectorType, scalar); }
 
   void emitPrologue(gpu::GPUFuncOp func);
-  /// The order ops are emitted in: KIR order with loads hoisted (see mlir_gen.cpp).
+  /// The order ops are emitted in: KIR order with loads hoisted and independent reductions
+  /// batched (see mlir_gen.cpp, reductions.cpp); KIR order under PREFETCH = 0.
   std::vector<int> emissionOrder() const;
   LogicalResult emitOp(const kir::Op& op, int id);
   LogicalResult emitLoad(const kir::Op& op, int id);

@@ -137,11 +137,12 @@ LogicalResult KernelEmitter::checkSchedule() {
 std::vector<int> KernelEmitter::emissionOrder() const {
   int n = int(k_.ops.size());
   // Early loads cost registers (all of a row's inputs live at once); a kernel can offer
-  // PREFETCH = 0 as a tunable to keep KIR order where that matters more.
+  // PREFETCH = 0 as a tunable to keep KIR order where that matters more (reductions are not
+  // batched either: that too would move loads up).
   if (auto p = k_.config.find("PREFETCH"); p != k_.config.end() && p->second == 0) {
     std::vector<int> order(n);
     for (int i = 0; i < n; ++i) order[i] = i;
-    return batchReductions(std::move(order));
+    return order;
   }
   std::vector<int> innermostLoop(n, -1), open;
   for (int i = 0; i < n; ++i) {

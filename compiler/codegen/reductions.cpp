@@ -5,7 +5,8 @@
 // largest batch), so a reduction never overwrites a slot that a slower thread may still read:
 // between the last read of a slot and its next write there is always another batch's barrier.
 // A loop body runs the same slots every trip, so loops with such reductions alternate between
-// two rings by trip parity.
+// two rings by trip parity, and a barrier follows the loop (it may have run no trip, or, nested,
+// restart its parity on the next outer trip).
 //
 // The barrier is the expensive part (a row's warps wait for the slowest), so reductions whose
 // operands are ready together share one: emissionOrder's batchReductions moves a reduction up
