@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/mxfp6.h"
@@ -105,7 +106,10 @@ class Machine {
       : k_(kernel), args_(args), options_(options) {}
 
   Status prepare();
-  Status runRows();
+  /// Rows of the launch: the product of the row variables' extents (0 if any is empty).
+  int64_t rowCount() const;
+  /// Runs `count` rows from linear row `first` (the last row variable fastest), in order.
+  Status runRows(int64_t first, int64_t count);
 
  private:
   Status validateOp(size_t i);
@@ -776,26 +780,34 @@ Status Machine::validateRowBlock(size_t i) {
   }
 }
 
-Status Machine::runRows() {
+int64_t Machine::rowCount() const {
+  int64_t rows = 1;
+  for (size_t v = 0; v < k_.rowVars.size(); ++v)
+    rows *= k_.rowDims[v] < 0 ? k_.rowConstExtents[v] : std::max<int64_t>(0, args_.runtimeDims[k_.rowDims[v]]);
+  return rows;
+}
+
+Status Machine::runRows(int64_t first, int64_t count) {
+  if (count <= 0) return Status::ok();
   const size_t nVars = k_.rowVars.size();
   std::vector<int64_t> extent(nVars);
-  for (size_t v = 0; v < nVars; ++v) {
+  for (size_t v = 0; v < nVars; ++v)
     extent[v] = k_.rowDims[v] < 0 ? k_.rowConstExtents[v] : args_.runtimeDims[k_.rowDims[v]];
-    if (extent[v] <= 0) return Status::ok();  // no rows
+  // The odometer's reading at row `first`.
+  for (size_t v = nVars; v-- > 0;) {
+    row_[v] = first % extent[v];
+    first /= extent[v];
   }
   inRow_ = true;
-  while (true) {
+  for (int64_t r = 0; r < count; ++r) {
     RETURN_IF_ERROR(runRow());
     // Odometer over the row variables, the last one fastest.
-    size_t v = nVars;
-    while (v > 0) {
-      --v;
+    for (size_t v = nVars; v-- > 0;) {
       if (++row_[v] < extent[v]) break;
       row_[v] = 0;
-      if (v == 0) return Status::ok();
     }
-    if (nVars == 0) return Status::ok();
   }
+  return Status::ok();
 }
 
 Status Machine::runRow() {
@@ -1626,7 +1638,25 @@ Status Machine::execPack6(size_t i) {
 Status run(const kir::Kernel& kernel, const BoundArgs& args, const RunOptions& options) {
   Machine m(kernel, args, options);
   RETURN_IF_ERROR(m.prepare());
-  return m.runRows();
+  const int64_t rows = m.rowCount();
+  const int64_t threads = std::clamp<int64_t>(options.threads, 1, std::max<int64_t>(rows, 1));
+  if (threads == 1) return m.runRows(0, rows);
+  // Rows are independent (each writes its own elements): contiguous ranges of them run on their
+  // own machines. The error reported is the one of the earliest range that failed, which holds
+  // the first failing row of that range.
+  std::vector<Status> results(threads);
+  std::vector<std::thread> workers;
+  for (int64_t t = 0; t < threads; ++t) {
+    const int64_t first = rows * t / threads, last = rows * (t + 1) / threads;
+    workers.emplace_back([&, t, first, last] {
+      Machine part(kernel, args, options);
+      Status ready = part.prepare();
+      results[t] = ready.isOk() ? part.runRows(first, last - first) : ready;
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  for (const Status& r : results) RETURN_IF_ERROR(r);
+  return Status::ok();
 }
 
 Status run(const kir::Kernel& kernel, std::span<const Arg> args, const RunOptions& options) {

@@ -124,6 +124,10 @@ struct RunOptions {
   /// The most loop trips one row may run, all loops of the row together (nested trips count
   /// once each); a row that would run more is an error before the offending loop starts.
   int64_t maxLoopTripsPerRow = int64_t{1} << 31;
+
+  /// Rows run on this many threads, contiguous ranges each (rows are independent: every row
+  /// writes its own elements, so the results equal a run on one thread). 1: the caller's thread.
+  int threads = 1;
 };
 
 /// Binds `args` (see bindArguments) and runs the kernel over every row.

@@ -96,7 +96,7 @@ TEST_P(RmsNormFixtureGpu, WithinOneUlpAndDeterministic) {
   for (int64_t t = 0; t < T; ++t) gputest::fillNormalBf16(x, t * kD, kD, 0.0f, spread(rng), rng);
   gputest::fillNormalBf16(w, 0, kD, 1.0f, 0.3f, rng);
   std::vector<double> y64(T * kD);
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{2, &y64}};
   std::vector<interp::Arg> hostArgs = {tensor(x.data(), kir::Dtype::BF16, {T, kD}), tensor(w.data(), kir::Dtype::BF16, {kD}),
                                        tensor(y.data(), kir::Dtype::BF16, {T, kD}), std::monostate{}};
@@ -199,7 +199,8 @@ TEST_P(SiluMulPackFixtureGpu, WithinOneElementStepRarelyDifferentAndDeterministi
     auto mode = mx::ScaleMode(kernel->config.at("MODE"));
     // The interpreter runs the same instantiation (the schedule does not change its result).
     Packed ref{std::vector<uint8_t>(T * kFPacked), std::vector<uint8_t>(T * kFBlocks)};
-    Status ran = interp::run(*kernel, siluArgs(gate.data(), up.data(), ref.data.data(), ref.scales.data(), T));
+    Status ran = interp::run(*kernel, siluArgs(gate.data(), up.data(), ref.data.data(), ref.scales.data(), T),
+                             gputest::referenceOptions());
     ASSERT_TRUE(ran.isOk()) << ran.message();
     auto first = runSiluMulPack(*dev, obj, *kernel, gate, up, T);
     ASSERT_TRUE(first.isOk()) << first.status().message();

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -70,6 +71,12 @@ rt::Device* device(std::string* whyNot) {
   }
   if (!dev && whyNot) *whyNot = error;
   return dev.get();
+}
+
+interp::RunOptions referenceOptions() {
+  interp::RunOptions opts;
+  opts.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return opts;
 }
 
 std::optional<kir::Kernel> instantiateDsl(const std::string& file, const std::string& kernel,

@@ -39,6 +39,10 @@ rt::Device* device(std::string* whyNot);
 std::optional<kir::Kernel> instantiateDsl(const std::string& file, const std::string& kernel,
                                           const std::map<std::string, int64_t>& config, std::string& error);
 
+/// Options for the fp64 reference runs: the rows on every core of the machine (the reference,
+/// not the GPU, is most of a GPU test's time).
+interp::RunOptions referenceOptions();
+
 /// The launch arguments of `kernel` in its ABI order, filled from arguments bound by the
 /// interpreter's bindArguments (device pointers in the tensors, runtime sizes, scalars).
 std::vector<rt::LaunchArg> launchArgs(const kir::Kernel& kernel, const interp::BoundArgs& bound);

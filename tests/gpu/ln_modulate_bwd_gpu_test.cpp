@@ -147,7 +147,7 @@ TEST_P(LnModulateBwdPerTokenGpu, MatchesFp64InterpreterAndIsDeterministic) {
       tensor(in.scale.data(), kir::Dtype::BF16, {T, kD}), tensor(in.mean.data(), kir::Dtype::F32, {T}),
       tensor(in.rstd.data(), kir::Dtype::F32, {T}),       tensor(dx.data(), kir::Dtype::BF16, {T, kD}),
       tensor(dscale.data(), kir::Dtype::BF16, {T, kD}),   tensor(dshift.data(), kir::Dtype::BF16, {T, kD})};
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{5, &dx64}, {6, &dscale64}};
   Status ran = interp::run(*reference, hostArgs, opts);
   ASSERT_TRUE(ran.isOk()) << ran.message();
@@ -265,7 +265,7 @@ TEST_P(LnModulateBwdPerSampleGpu, MatchesFp64InterpreterAndIsDeterministic) {
   std::vector<uint16_t> dx(T * kD);
   std::vector<float> dsPart(B * P * kD), dhPart(B * P * kD);
   std::vector<double> dx64(T * kD), ds64Part(B * P * kD), dh64Part(B * P * kD);
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{5, &dx64}, {6, &ds64Part}, {7, &dh64Part}};
   Status ran = interp::run(*bwdRef, bwdArgs(sh, in.g.data(), in.x.data(), in.scale.data(), in.mean.data(),
                                             in.rstd.data(), dx.data(), dsPart.data(), dhPart.data()), opts);

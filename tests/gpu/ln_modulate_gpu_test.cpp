@@ -107,7 +107,7 @@ HostProblem makeProblem(const Shape& shape, const Variant& variant, const kir::K
   p.rstd64.resize(T);
   std::vector<interp::Arg> args = argsFor(p, p.x.data(), p.scale.data(), p.shift.data(), p.y.data(), p.mean.data(),
                                           p.rstd.data());
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{3, &p.y64}, {4, &p.mean64}, {5, &p.rstd64}};
   Status s = interp::run(kernel, args, opts);
   EXPECT_TRUE(s.isOk()) << s.message();

@@ -320,7 +320,7 @@ TEST_P(NormRopeQkvGpu, MatchesFp64InterpreterAndIsDeterministic) {
   hb.v = host.v.data();
   hb.qRstd = host.qRstd.data();
   hb.kRstd = host.kRstd.data();
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{7, &q64}, {8, &k64}, {10, &qr64}, {11, &kr64}};
   Status ran = interp::run(*reference, qkvArgs(p, hb), opts);
   ASSERT_TRUE(ran.isOk()) << ran.message();
@@ -432,7 +432,7 @@ TEST_P(NormRopeFwdGpu, StridedSliceMatchesFp64InterpreterAndIsDeterministic) {
   std::vector<uint16_t> y(rows * kDh);
   std::vector<float> rstd(rows);
   std::vector<double> y64(rows * kDh), rstd64(rows);
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{4, &y64}, {5, &rstd64}};
   Status ran = interp::run(*reference, fwdArgs(p, part, hostInputs(p), y.data(), rstd.data()), opts);
   ASSERT_TRUE(ran.isOk()) << ran.message();
@@ -656,7 +656,7 @@ TEST_P(NormRopeQkvBwdGpu, MatchesFp64InterpreterAndIsDeterministic) {
   std::vector<uint16_t> dqkv(p.qkv.size(), 0);
   std::vector<float> dwPart(2 * partials * kDh);
   std::vector<double> dqkv64(p.qkv.size()), dwPart64(2 * partials * kDh);
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{12, &dqkv64}, {13, &dwPart64}};
   Status ran = interp::run(*reference, bwdArgs(p, in, hostInputs(p), in.dq.data(), in.dk.data(), in.dv.data(),
                                               in.qRstd.data(), in.kRstd.data(), dqkv.data(), dwPart.data(), partials),
@@ -766,7 +766,7 @@ TEST_P(NormRopeBwdGpu, StridedDxIntoMixedQkvMatchesFp64InterpreterAndIsDetermini
   // Shadows indexed by the linear offsets of the stores: dx relative to its base pointer (the
   // part's first element of d(mixed_qkv)), dw_part contiguous.
   std::vector<double> dx64(partExtent(p, part)), dwPart64(partials * kDh);
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{6, &dx64}, {7, &dwPart64}};
   Status ran = interp::run(
       *reference, bwdPartArgs(p, part, hostInputs(p), dy.data(), rstd.data(), dqkv.data(), dwPart.data(), partials),
@@ -909,7 +909,7 @@ TileReference tileReference(const Problem& p, const BwdInputs& in) {
   std::vector<float> dwPart(2 * refPartials * kDh);
   std::vector<double> dwPart64(2 * refPartials * kDh);
   ref.dqkv64.resize(p.qkv.size());
-  interp::RunOptions opts;
+  interp::RunOptions opts = gputest::referenceOptions();
   opts.fp64Outputs = {{12, &ref.dqkv64}, {13, &dwPart64}};
   Status ran = interp::run(*reference, bwdArgs(p, in, hostInputs(p), in.dq.data(), in.dk.data(), in.dv.data(),
                                               in.qRstd.data(), in.kRstd.data(), dqkv.data(), dwPart.data(), refPartials),

@@ -61,12 +61,13 @@ std::optional<kir::Kernel> instantiateLnModulateBwd(int64_t D) {
 struct Case {
   int64_t B, S, P, D;
   bool sampleMajor;  // [B, S, D] (true) or [S, B, D]
+  int threads = 1;   // RunOptions::threads: the rows (b, j) split over this many threads
 };
 
 std::string caseName(const Case& c) {
   return "B=" + std::to_string(c.B) + " S=" + std::to_string(c.S) + " P=" +
          std::to_string(c.P) + " D=" + std::to_string(c.D) +
-         (c.sampleMajor ? " [B,S,D]" : " [S,B,D]");
+         (c.sampleMajor ? " [B,S,D]" : " [S,B,D]") + " threads=" + std::to_string(c.threads);
 }
 
 void checkLnModulateBwd(const Case& c) {
@@ -108,6 +109,7 @@ void checkLnModulateBwd(const Case& c) {
       dshiftShadow(dshiftPart.size());
   RunOptions options;
   options.fp64Outputs = {{5, &dxShadow}, {6, &dscaleShadow}, {7, &dshiftShadow}};
+  options.threads = c.threads;
   std::vector<Arg> args = {view(g, Dtype::BF16, {T, D}),
                            view(x, Dtype::BF16, {T, D}),
                            view(scale, Dtype::BF16, {B, D}),
@@ -206,6 +208,44 @@ TEST(InterpDslLoops, LnModulateBackwardMatchesTheFormulasInBothLayouts) {
     checkLnModulateBwd({2, 7, 1, 256, sampleMajor});  // one partial: the whole sample in order
     checkLnModulateBwd({2, 3, 5, 256, sampleMajor});  // j = 3, 4 run no trip
   }
+}
+
+// The same on several threads: contiguous ranges of the rows (b, j) on their own machines,
+// ranges that split a sample's partials (3 threads over 6 rows, 4 over 15) and more threads than
+// rows (64 over 6), against the same formulas.
+TEST(InterpDslLoops, LnModulateBackwardOnSeveralThreadsMatchesTheFormulas) {
+  for (const bool sampleMajor : {true, false}) {
+    checkLnModulateBwd({3, 5, 2, 256, sampleMajor, 3});
+    checkLnModulateBwd({3, 7, 5, 256, sampleMajor, 4});
+    checkLnModulateBwd({2, 3, 3, 256, sampleMajor, 64});
+  }
+}
+
+// A failing row is reported as on one thread: the first row of the earliest range that fails.
+TEST(InterpDslLoops, SeveralThreadsReportTheFirstFailingRow) {
+  auto k = instantiateLnModulateBwd(256);
+  ASSERT_TRUE(k);
+  const int64_t B = 2, S = 9, P = 2, D = 256, T = B * S;
+  std::vector<uint16_t> g(T * D, 0x3F80), x(T * D, 0x3F80), scale(B * D, 0), dx(T * D);
+  std::vector<float> mean(T, 1.0f), rstd(T, 1.0f), part(B * P * D);
+  std::vector<float> part2(part.size());
+  std::string messages[2];
+  for (int threads : {1, 3}) {
+    RunOptions options;
+    options.threads = threads;
+    options.maxLoopTripsPerRow = 4;  // rows j = 0 run 5 trips of s = 0, 2, .., 8: they fail
+    std::vector<Arg> args = {view(g, Dtype::BF16, {T, D}),     view(x, Dtype::BF16, {T, D}),
+                             view(scale, Dtype::BF16, {B, D}), view(mean, Dtype::F32, {T}),
+                             view(rstd, Dtype::F32, {T}),      view(dx, Dtype::BF16, {T, D}),
+                             view(part, Dtype::F32, {B, P, D}), view(part2, Dtype::F32, {B, P, D}),
+                             int64_t{S},                       int64_t{S},
+                             int64_t{1}};
+    const Status st = run(*k, args, options);
+    ASSERT_FALSE(st.isOk());
+    messages[threads == 1 ? 0 : 1] = st.message();
+  }
+  EXPECT_EQ(messages[1], messages[0]);
+  EXPECT_NE(messages[0].find("b=0"), std::string::npos) << messages[0];
 }
 
 TEST(InterpDslLoops, LnModulateBackwardAtTheSpecializedWidth) {
