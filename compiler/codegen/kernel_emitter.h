@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/codegen/mlir_gen.h"
+#include "compiler/codegen/transpose_layout.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -175,14 +176,7 @@ class KernelEmitter {
   std::optional<int64_t> constantValue(int id) const;
   /// A slice access whose chunks are not contiguous: one access per element.
   LogicalResult emitElementwiseAccess(const kir::Op& op, int id);
-  /// Where a transpose keeps tile element (r, w) in its shared buffer (tile_ops.cpp).
-  struct TransposeLayout {
-    int64_t pitch;   // elements from one tile row to the next
-    int64_t band;    // rows that share one skew: the rows one thread's column vector spans
-    int64_t skew;    // elements added per band
-    int64_t align;   // bytes every thread's row vector is aligned to
-    int64_t region;  // elements of one program row's tile
-  };
+  /// Where a transpose keeps its tile in its shared buffer (transpose_layout.h).
   TransposeLayout transposeLayout(const kir::Op& op) const;
   MemRefType transposeBufferType(const kir::Op& op);
   LogicalResult emitTranspose(const kir::Op& op, int id);

@@ -173,25 +173,10 @@ LogicalResult KernelEmitter::emitElementwiseAccess(const kir::Op& op, int id) {
   return success();
 }
 
-KernelEmitter::TransposeLayout KernelEmitter::transposeLayout(const kir::Op& op) const {
-  const int64_t rows = op.ival, cols = op.type.length / rows, bytes = kir::dtypeBytes(op.type.elem);
-  const int64_t perThread = layoutFor(op.type.length).perThread;
-  TransposeLayout t{};
-  bool wholeWords = cols * bytes % 16 == 0;
-  t.pitch = cols + (wholeWords ? 16 / bytes : std::max<int64_t>(1, 4 / bytes));
-  t.align = 1;
-  while (t.align < 16 && t.pitch * bytes % (2 * t.align) == 0 && perThread * bytes % (2 * t.align) == 0) t.align *= 2;
-  t.band = perThread < rows && rows % perThread == 0 ? perThread : rows;
-  int64_t bands = rows / t.band;
-  t.skew = 0;
-  if (bands > 1) {
-    int64_t spacing = std::max(t.align, (128 / bands + t.align - 1) / t.align * t.align);
-    int64_t skewBytes = ((spacing - t.band * t.pitch * bytes) % 128 + 128) % 128;
-    t.skew = skewBytes / bytes;
-  }
-  int64_t alignElements = std::max<int64_t>(1, t.align / bytes);
-  t.region = (rows * t.pitch + (bands - 1) * t.skew + alignElements - 1) / alignElements * alignElements;
-  return t;
+TransposeLayout KernelEmitter::transposeLayout(const kir::Op& op) const {
+  const int64_t rows = op.ival;
+  return codegen::transposeLayout(rows, op.type.length / rows, kir::dtypeBytes(op.type.elem),
+                                  layoutFor(op.type.length).perThread);
 }
 
 MemRefType KernelEmitter::transposeBufferType(const kir::Op& op) {
@@ -207,7 +192,7 @@ LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
   Value buffer = transposeBuffers_.at(id);
   Value rowBase = arith::MulIOp::create(b_, rowInBlock_, constI64(t.region));
   auto index = [&](Value v) { return arith::IndexCastOp::create(b_, b_.getIndexType(), v); };
-  // Tile element j = (r, w) lives at r*pitch + w + (r / band)*skew.
+  // Tile element j = (r, w) lives at r*pitch + w + (r / band)*skew (TransposeLayout::slot).
   auto slot = [&](Value r, Value w) {
     Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, r, constI64(t.pitch)), w);
     if (t.skew > 0)
