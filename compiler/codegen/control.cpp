@@ -68,15 +68,23 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   Value start = toI64(values_[op.operands[0]].scalar);
   Value end = toI64(values_[op.operands[1]].scalar);
   Value step = toI64(values_[op.operands[2]].scalar);
+  // The row-group loop of SERIAL is always pipelined: its point is the next group's loads.
   PipelinePlan plan;
-  if (pipelinesLoops()) plan = planPipeline(id);
+  if (pipelines(id)) plan = planPipeline(id);
+  plan.start = start;
+  plan.step = step;
+  plan.end = end;
   // A loop with reductions across warps alternates between two halves of their shared slots,
   // trip by trip (reductions.cpp): a parity carried as the last loop value.
   bool alternates = reducesAcrossWarpsIn(id);
   SmallVector<Value> carried;
   // The first trip's loads before the loop; each trip starts the next trip's loads before its
   // own work and carries them over (pipeline.cpp).
-  if (!plan.loads.empty()) carried = emitPrefetch(plan, start, end);
+  if (!plan.loads.empty()) {
+    carried = emitPrefetch(plan, start);
+    for (int64_t ahead = 0; ahead < asyncDepth(); ++ahead)
+      emitCopies(plan, arith::AddIOp::create(b_, start, arith::MulIOp::create(b_, step, constI64(ahead))));
+  }
   if (alternates) carried.push_back(constI64(0));
   auto loop = scf::ForOp::create(b_, start, end, step, carried);
   openLoops_.push_back(loop);
@@ -84,16 +92,15 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   values_[id].scalar = iv;
   ValueRange iterArgs = loop.getRegionIterArgs();
   reductionHalves_.push_back(alternates ? iterArgs.back() : Value());
-  if (carried.empty()) {
-    b_.setInsertionPoint(loop.getBody()->getTerminator());
-    return success();
-  }
-  b_.setInsertionPointToEnd(loop.getBody());
+  if (carried.empty()) b_.setInsertionPoint(loop.getBody()->getTerminator());
+  else b_.setInsertionPointToEnd(loop.getBody());
+  // Stores of this row group are masked by its own rows' range.
+  if (id == serialLoop_) row_ = serialRow(iv, &rowValid_);
   if (plan.loads.empty()) return success();
-  plan.end = end;
-  plan.next = emitPrefetch(plan, arith::AddIOp::create(b_, iv, step), end);
+  plan.next = emitPrefetch(plan, arith::AddIOp::create(b_, iv, step));
+  if (asyncDepth() > 0) emitCopies(plan, arith::AddIOp::create(b_, iv, arith::MulIOp::create(b_, step, constI64(asyncDepth()))));
   values_[id].scalar = iv;
-  bindPrefetched(plan, alternates ? iterArgs.drop_back() : iterArgs);
+  bindPrefetched(plan, alternates ? iterArgs.drop_back() : iterArgs, iv);
   prefetched_.insert(plan.loads.begin(), plan.loads.end());
   pipelined_[id] = plan;
   return success();

@@ -26,6 +26,7 @@ using kir::Dtype;
 using kir::OpCode;
 
 constexpr unsigned kGlobalAddressSpace = 1;
+constexpr unsigned kSharedAddressSpace = 3;
 constexpr int64_t kMaxAccessBytes = 16;
 constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
@@ -50,6 +51,11 @@ class KernelEmitter {
       : ctx_(ctx), k_(kernel), target_(target), b_(UnknownLoc::get(&ctx), &ctx) {}
 
   OwningOpRef<ModuleOp> run(LaunchShape& shape);
+  /// The kernel is serializeRows' rewrite: `loop` walks the program's `steps` row groups.
+  void setSerialRows(int loop, int64_t steps) {
+    serialLoop_ = loop;
+    serial_ = steps;
+  }
 
  private:
   Location loc(const kir::SourceLoc& l) {
@@ -83,6 +89,10 @@ class KernelEmitter {
   Value broadcast(Value scalar, Type vectorType) { return vector::BroadcastOp::create(b_, vectorType, scalar); }
 
   void emitPrologue(gpu::GPUFuncOp func);
+  /// The row of row group `trip` (SERIAL), clamped to the last row.
+  Value serialRow(Value trip, Value* valid);
+  /// `row`, or the last row past the end; `valid` (if given) says which.
+  Value clampRow(Value row, Value* valid);
   /// The order ops are emitted in: KIR order with loads hoisted and independent reductions
   /// batched (see mlir_gen.cpp, reductions.cpp); KIR order under PREFETCH = 0.
   std::vector<int> emissionOrder() const;
@@ -126,17 +136,40 @@ class KernelEmitter {
     int forId = -1;
     std::vector<int> loads;  // the body's loads whose addresses can be computed for any trip
     std::vector<int> slice;  // the scalar body ops those addresses need, in KIR order
-    Value end;               // the loop's bound, for the guard of the next trip's loads
-    SmallVector<Value> next; // the next trip's loads, issued at the start of this trip
+    // ASYNC: the loads of `loads` copied to shared memory (asynchronous copies) instead of
+    // carried in registers, with the byte offset of each in one slot of the loop's ring.
+    std::map<int, int64_t> staged;
+    int64_t stagedBytes = 0;  // one slot (one trip) of the loop's ring
+    Value start, step, end;   // the loop's bounds: the next trip's guard, the trip's half
+    SmallVector<Value> next;  // the next trip's register-carried loads, issued at the start of this trip
   };
   bool pipelinesLoops() const;
-  PipelinePlan planPipeline(int forId) const;
+  /// Whether the loop opened by ForBegin `forId` issues its loads a trip ahead.
+  bool pipelines(int forId) const { return pipelinesLoops() || forId == serialLoop_; }
+  PipelinePlan planPipeline(int forId);
+  /// ASYNC = d (NVIDIA): the streamed loads of pipelined loops are copied to shared memory
+  /// asynchronously, d trips ahead; 0 without.
+  int64_t asyncDepth() const;
+  /// Whether the scalar `id` takes a new value each trip of the loop `forId` (pipeline.cpp).
+  bool advancesWithTrip(int id, int forId) const;
+  /// Whether `load` can be copied asynchronously: every chunk one aligned 4-, 8- or 16-byte
+  /// access of distinct elements.
+  bool copiesAsynchronously(const kir::Op& load);
   SmallVector<Type> prefetchTypes(const PipelinePlan& plan);
-  /// The plan's loads at trip `trip` (the slice recomputed for it), or zeros when trip >= end;
-  /// flattened: a scalar, or the chunks of a vector, per load.
-  SmallVector<Value> emitPrefetch(const PipelinePlan& plan, Value trip, Value end);
-  /// Makes the plan's loads read `carried` (emitPrefetch's layout).
-  void bindPrefetched(const PipelinePlan& plan, ValueRange carried);
+  /// Recomputes the plan's slice with `trip` as the induction value (the caller rebinds the real
+  /// one after).
+  void bindTrip(const PipelinePlan& plan, Value trip);
+  /// The plan's register-carried loads at trip `trip`, or zeros when trip >= end; flattened: a
+  /// scalar, or the chunks of a vector, per load.
+  SmallVector<Value> emitPrefetch(const PipelinePlan& plan, Value trip);
+  /// The asynchronous copies of the plan's staged loads at trip `trip` (none when trip >= end),
+  /// then one commit group.
+  void emitCopies(const PipelinePlan& plan, Value trip);
+  /// Makes the plan's loads read `carried` (emitPrefetch's layout), and the staged ones read
+  /// shared memory once trip `iv`'s copies have landed.
+  void bindPrefetched(const PipelinePlan& plan, ValueRange carried, Value iv);
+  /// This thread's slot of chunk `c` of staged load `id` in the half of trip `trip`.
+  Value stagedChunkPointer(const PipelinePlan& plan, int id, int64_t c, Value trip);
   // mx_ops.cpp
   LogicalResult emitMxScale(const kir::Op& op, int id);
   /// The largest |bf16| bit pattern of each 32-element block of a chunk (i32 lanes, as
@@ -188,6 +221,8 @@ class KernelEmitter {
   /// parameter in it is assumed (and with `record`, required) to be a multiple of `wanted`.
   int64_t strideMultiple(int id, int64_t wanted, bool record);
   Value elementPointer(int param, Dtype d, Value offset);
+  /// The global address of chunk `c` of a contiguous slice access at `base` (scalarOffset).
+  Value chunkPointer(const kir::Op& op, Value base, int64_t c);
   // staged_stores.cpp
   /// Bytes per thread of a byte-vector store that goes through the warp's staging buffer (chunks
   /// of a size that is not a power of two: 24 bytes of packed codes), or 0.
@@ -209,6 +244,8 @@ class KernelEmitter {
   ImplicitLocOpBuilder b_;
 
   int64_t rows_ = 1, threads_ = 1, vec_ = 1, warp_ = 32, warpsPerRow_ = 1, chunks_ = 1;
+  int serialLoop_ = -1;  // ForBegin over the row groups (serial_rows.h), or -1
+  int64_t serial_ = 1;   // row groups per program
   bool needsShared_ = false;
   // Reductions across warps write their per-warp partials to a ring of slots in shared memory,
   // then wait at one barrier per batch; a batch of up to kMaxBatchedReductions, a ring twice as
@@ -231,12 +268,15 @@ class KernelEmitter {
   std::map<int, Value> transposeBuffers_;  // Transpose op id -> its shared buffer
   std::set<int> transposeWaits_;           // transposes whose buffer an earlier one used
   Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
+  Value firstRow_, numRows_;  // this thread's row in the program's first group (unclamped); all rows
   std::vector<RegValue> values_;
   std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
   std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)
   SmallVector<Operation*> openLoops_;        // scf.for ops whose ForEnd is still ahead
   std::map<int, PipelinePlan> pipelined_;    // ForBegin id -> its plan, while the loop is open
+  Value asyncBuffer_;                        // i8 shared buffer of the asynchronous copies (ASYNC)
+  std::map<int, int64_t> asyncRegion_;       // ForBegin id -> byte offset of its two halves
   std::set<int> prefetched_;                 // loads whose values the pipelined loops carry
 };
 

@@ -30,6 +30,7 @@
 // barriers) and masked for stores.
 
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/serial_rows.h"
 
 #include <map>
 #include <numeric>
@@ -108,9 +109,18 @@ LogicalResult KernelEmitter::checkSchedule() {
       return failure();
     }
   }
+  if (serial_ < 1) return fail("SERIAL must be positive");
+  if (asyncDepth() < 0) return fail("ASYNC must be 0 or more");
+  if (asyncDepth() > 0 && target_.backend != Backend::NVVM)
+    return fail("ASYNC = " + std::to_string(asyncDepth()) +
+                " stages loads through asynchronous copies to shared memory (cp.async), which " + target_.name +
+                " does not have; use ASYNC = 0 there");
+  // Loops of the DSL body; the row-group loop of SERIAL has the same trips in every row.
   int loopDepth = 0;
-  for (const kir::Op& op : k_.ops) {
-    loopDepth += op.code == OpCode::ForBegin ? 1 : op.code == OpCode::ForEnd ? -1 : 0;
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    const kir::Op& op = k_.ops[i];
+    bool bodyLoop = int(i) != serialLoop_ && (op.code != OpCode::ForEnd || op.ival != serialLoop_);
+    if (bodyLoop) loopDepth += op.code == OpCode::ForBegin ? 1 : op.code == OpCode::ForEnd ? -1 : 0;
     if (reducesAcrossWarps(op)) {
       if (op.type.elem != Dtype::F32) {
         error(op) << "reductions across warps are implemented for f32 only";
@@ -201,14 +211,22 @@ void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
   lane_ = arith::RemUIOp::create(b_, tid, constI64(threads_));
   warpInRow_ = arith::DivUIOp::create(b_, lane_, constI64(warp_));
   laneInWarp_ = arith::RemUIOp::create(b_, lane_, constI64(warp_));
-  Value row = arith::AddIOp::create(b_, arith::MulIOp::create(b_, bid, constI64(rows_)), rowInBlock_);
-
-  Value numRows = constI64(1);
-  for (size_t v = 0; v < k_.rowDims.size(); ++v) numRows = arith::MulIOp::create(b_, numRows, rowExtent(v));
-  rowValid_ = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, row, numRows);
-  Value last = arith::SubIOp::create(b_, numRows, constI64(1));
-  row_ = arith::SelectOp::create(b_, rowValid_, row, last);
+  firstRow_ = arith::AddIOp::create(b_, arith::MulIOp::create(b_, bid, constI64(rows_ * serial_)), rowInBlock_);
+  numRows_ = constI64(1);
+  for (size_t v = 0; v < k_.rowDims.size(); ++v) numRows_ = arith::MulIOp::create(b_, numRows_, rowExtent(v));
+  row_ = clampRow(firstRow_, &rowValid_);
   if (needsShared_) sharedBuf_ = func.getWorkgroupAttributions().front();
+}
+
+Value KernelEmitter::serialRow(Value trip, Value* valid) {
+  return clampRow(arith::AddIOp::create(b_, firstRow_, arith::MulIOp::create(b_, trip, constI64(rows_))), valid);
+}
+
+Value KernelEmitter::clampRow(Value row, Value* valid) {
+  Value inRange = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, row, numRows_);
+  if (valid) *valid = inRange;
+  Value last = arith::SubIOp::create(b_, numRows_, constI64(1));
+  return arith::SelectOp::create(b_, inRange, row, last);
 }
 
 Value KernelEmitter::scalarOffset(const kir::Op& op) {
@@ -297,12 +315,14 @@ LogicalResult KernelEmitter::emitLoad(const kir::Op& op, int id) {
   if (gatherDim(op) >= 0) return emitGatherLoad(op, id);
   if (!isContiguous(op)) return emitElementwiseAccess(op, id);
   int64_t align = chunkAlignment(op);
-  for (int64_t c = 0; c < chunks_; ++c) {
-    Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(l, c)));
-    Value ptr = elementPointer(op.param, p.dtype, off);
-    out.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(p.dtype, l.perThread), ptr, align));
-  }
+  for (int64_t c = 0; c < chunks_; ++c)
+    out.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(p.dtype, l.perThread), chunkPointer(op, base, c), align));
   return success();
+}
+
+Value KernelEmitter::chunkPointer(const kir::Op& op, Value base, int64_t c) {
+  Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(layoutFor(op.type.length), c)));
+  return elementPointer(op.param, k_.params[op.param].dtype, off);
 }
 
 LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
@@ -537,8 +557,9 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
     case OpCode::ScalarArg: out.scalar = paramArgs_[op.param]; return success();
     case OpCode::DimArg: out.scalar = runtimeDimArgs_[op.ival]; return success();
     case OpCode::RowIndex: {
-      // Row variables are the digits of the flat row index, the last one fastest.
-      Value r = row_;
+      // Row variables are the digits of the flat row index, the last one fastest. Under SERIAL
+      // the operand is the row group's trip (serial_rows.h).
+      Value r = op.operands.empty() ? row_ : serialRow(toI64(values_[op.operands[0]].scalar), nullptr);
       for (int v = int(k_.rowVars.size()) - 1; v > op.ival; --v) r = arith::DivUIOp::create(b_, r, rowExtent(v));
       if (op.ival > 0) r = arith::RemUIOp::create(b_, r, rowExtent(op.ival));
       out.scalar = r;
@@ -640,10 +661,27 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
     sharedBytes += rows_ * threads_ * stagedBytes;
   }
+  // The asynchronous copies of pipelined loops (ASYNC = d): a ring of d + 1 slots per loop
+  // (pipeline.cpp).
+  int64_t asyncBytes = 0;
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    if (k_.ops[i].code != OpCode::ForBegin || !pipelines(int(i))) continue;
+    int64_t half = planPipeline(int(i)).stagedBytes;
+    if (half == 0) continue;
+    asyncRegion_[int(i)] = asyncBytes;
+    asyncBytes += (asyncDepth() + 1) * half;
+  }
+  std::optional<size_t> asyncSlot;
+  if (asyncBytes > 0) {
+    asyncSlot = workgroup.size();
+    workgroup.push_back(MemRefType::get({asyncBytes}, b_.getI8Type(), AffineMap(),
+                                        gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
+    sharedBytes += asyncBytes;
+  }
   // Static shared memory: 48 KB is what every target grants a program without opting in.
   if (sharedBytes > kMaxStaticSharedBytes) {
     emitError(kernelLoc) << "kernel '" << k_.name << "' needs " << sharedBytes
-                         << " bytes of shared memory (reductions, transpose and store staging buffers of " << rows_
+                         << " bytes of shared memory (reductions, transpose, store staging and asynchronous copy buffers of " << rows_
                          << " rows per program), more than the " << kMaxStaticSharedBytes
                          << " a program may use; lower ROWS or the transposed tile";
     return nullptr;
@@ -675,6 +713,12 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   emitPrologue(func);
   for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = func.getWorkgroupAttributions()[slot];
   if (stagingSlot) stagingBuffer_ = func.getWorkgroupAttributions()[*stagingSlot];
+  if (asyncSlot) {
+    // cp.async takes a shared-space pointer: the buffer's address, as the i8 pointer it is.
+    Value address = memref::ExtractAlignedPointerAsIndexOp::create(b_, func.getWorkgroupAttributions()[*asyncSlot]);
+    Value integer = arith::IndexCastOp::create(b_, b_.getI64Type(), address);
+    asyncBuffer_ = LLVM::IntToPtrOp::create(b_, LLVM::LLVMPointerType::get(&ctx_, kSharedAddressSpace), integer);
+  }
   values_.assign(k_.ops.size(), RegValue());
   int64_t pointerAlignment = 1;
   for (int i : emissionOrder()) {
@@ -692,7 +736,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
 
   if (failed(verify(*module))) return nullptr;
   shape.blockThreads = blockThreads;
-  shape.rowsPerProgram = int(rows_);
+  shape.rowsPerProgram = int(rows_ * serial_);
   shape.sharedBytes = int(sharedBytes);
   shape.pointerAlignment = int(pointerAlignment);
   shape.strideMultiples = strideMultiples_;
@@ -709,7 +753,14 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
                                    LaunchShape& shape) {
   context.loadDialect<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect, memref::MemRefDialect,
                       NVVM::NVVMDialect, ROCDL::ROCDLDialect, scf::SCFDialect, vector::VectorDialect>();
-  detail::KernelEmitter emitter(context, kernel, target);
+  int64_t steps = serialSteps(kernel);
+  if (steps <= 1) {
+    detail::KernelEmitter emitter(context, kernel, target);
+    return emitter.run(shape);
+  }
+  SerialRows serial = serializeRows(kernel, steps);
+  detail::KernelEmitter emitter(context, serial.kernel, target);
+  emitter.setSerialRows(serial.loop, steps);
   return emitter.run(shape);
 }
 

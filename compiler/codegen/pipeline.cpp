@@ -12,8 +12,25 @@
 //                        scf.yield %n
 //                      }
 //   prefetch(j) = scf.if (j < end) { the loads at trip j } else { zeros }
+//
+// ASYNC = d >= 1 (NVIDIA) keeps the streamed vector loads out of registers and d trips ahead:
+// they are copied to shared memory (cp.async, one commit group per trip) into a ring of d + 1
+// slots per loop, trip j's slot being ((j - start) / step) % (d + 1). Before the loop the copies of
+// the first d trips go out; trip i sends those of trip i + d*step, waits until at most d groups
+// are pending (its own copies have landed, the next d trips' stay in flight) and reads its slot.
+// Each thread reads back only what it copied itself, so no barrier is needed: the wait makes a
+// thread's own copies visible to it. Registers then hold one trip's rows, as without
+// pipelining; shared memory holds the rows in flight.
+//
+// Staged are the loads whose address moves with every trip (an index that is the trip's row, or
+// the induction value, through sums, products and remainders): a different row each trip, read
+// once. Loads through a quotient (t / pos_div: rows sharing a table row, or a sample's
+// parameters) hit the caches and are issued in their own trip, early in the body; scalar loads
+// are carried in registers one trip ahead.
 
 #include "compiler/codegen/kernel_emitter.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
 namespace mxfp6::codegen::detail {
@@ -23,7 +40,34 @@ bool KernelEmitter::pipelinesLoops() const {
   return p != k_.config.end() && p->second == 2;
 }
 
-KernelEmitter::PipelinePlan KernelEmitter::planPipeline(int forId) const {
+int64_t KernelEmitter::asyncDepth() const {
+  auto a = k_.config.find("ASYNC");
+  return a == k_.config.end() ? 0 : a->second;
+}
+
+bool KernelEmitter::advancesWithTrip(int id, int forId) const {
+  if (id < 0) return false;
+  if (id == forId) return true;
+  const kir::Op& op = k_.ops[id];
+  switch (op.code) {
+    case OpCode::RowIndex: return op.operands.size() == 1 && op.operands[0] == forId;
+    case OpCode::Cast: case OpCode::Rem: return advancesWithTrip(op.operands[0], forId);
+    case OpCode::Add: case OpCode::Sub: case OpCode::Mul:
+      return advancesWithTrip(op.operands[0], forId) || advancesWithTrip(op.operands[1], forId);
+    default: return false;
+  }
+}
+
+bool KernelEmitter::copiesAsynchronously(const kir::Op& load) {
+  if (!load.type.isVector() || gatherDim(load) >= 0 || !isContiguous(load)) return false;
+  Layout l = layoutFor(load.type.length);
+  int64_t bytes = l.perThread * kir::dtypeBytes(k_.params[load.param].dtype);
+  if (l.replicas > 1 || (bytes != 4 && bytes != 8 && bytes != 16)) return false;
+  // chunkAlignment records stride requirements: the same the load itself records.
+  return chunkAlignment(load) >= bytes;
+}
+
+KernelEmitter::PipelinePlan KernelEmitter::planPipeline(int forId) {
   PipelinePlan plan;
   plan.forId = forId;
   int depth = 0, end = int(k_.ops.size());
@@ -72,12 +116,27 @@ KernelEmitter::PipelinePlan KernelEmitter::planPipeline(int forId) const {
     plan.loads.push_back(i);
   }
   plan.slice.assign(slice.begin(), slice.end());
+  if (asyncDepth() > 0) {
+    for (int id : plan.loads) {
+      const kir::Op& op = k_.ops[id];
+      bool advances = false;
+      for (int o : op.operands) advances = advances || advancesWithTrip(o, forId);
+      if (!advances || !copiesAsynchronously(op)) continue;
+      plan.staged[id] = plan.stagedBytes;
+      int64_t bytes = layoutFor(op.type.length).perThread * kir::dtypeBytes(k_.params[op.param].dtype);
+      plan.stagedBytes += chunks_ * rows_ * threads_ * bytes;
+    }
+    // The other vector loads (cache hits) are issued in their own trip, early in the body
+    // (emissionOrder), rather than held in registers for a trip.
+    std::erase_if(plan.loads, [&](int id) { return k_.ops[id].type.isVector() && !plan.staged.count(id); });
+  }
   return plan;
 }
 
 SmallVector<Type> KernelEmitter::prefetchTypes(const PipelinePlan& plan) {
   SmallVector<Type> types;
   for (int id : plan.loads) {
+    if (plan.staged.count(id)) continue;
     const kir::Op& op = k_.ops[id];
     Type elem = scalarType(&ctx_, k_.params[op.param].dtype);
     if (!op.type.isVector()) {
@@ -90,21 +149,42 @@ SmallVector<Type> KernelEmitter::prefetchTypes(const PipelinePlan& plan) {
   return types;
 }
 
-SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value trip, Value end) {
-  // The slice sees `trip` as the induction value; the caller rebinds the real one after.
+Value KernelEmitter::stagedChunkPointer(const PipelinePlan& plan, int id, int64_t c, Value trip) {
+  const kir::Op& op = k_.ops[id];
+  int64_t bytes = layoutFor(op.type.length).perThread * kir::dtypeBytes(k_.params[op.param].dtype);
+  Value ring = arith::RemUIOp::create(
+      b_, arith::DivUIOp::create(b_, arith::SubIOp::create(b_, trip, plan.start), plan.step),
+      constI64(asyncDepth() + 1));
+  Value thread = arith::AddIOp::create(b_, arith::MulIOp::create(b_, rowInBlock_, constI64(threads_)), lane_);
+  Value slot = arith::AddIOp::create(b_, constI64(c * rows_ * threads_), thread);
+  Value offset = arith::AddIOp::create(
+      b_, constI64(asyncRegion_.at(plan.forId) + plan.staged.at(id)),
+      arith::AddIOp::create(b_, arith::MulIOp::create(b_, ring, constI64(plan.stagedBytes)),
+                            arith::MulIOp::create(b_, slot, constI64(bytes))));
+  auto sharedPtr = LLVM::LLVMPointerType::get(&ctx_, kSharedAddressSpace);
+  return LLVM::GEPOp::create(b_, sharedPtr, b_.getI8Type(), asyncBuffer_, ValueRange{offset});
+}
+
+void KernelEmitter::bindTrip(const PipelinePlan& plan, Value trip) {
   values_[plan.forId].scalar = trip;
   for (int id : plan.slice) {
     values_[id] = RegValue();
     (void)emitOp(k_.ops[id], id);  // pure scalar math: cannot fail where the body's copy did not
   }
+}
+
+SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value trip) {
   SmallVector<Type> types = prefetchTypes(plan);
-  Value inRange = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, trip, end);
+  if (types.empty()) return {};
+  bindTrip(plan, trip);
+  Value inRange = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, trip, plan.end);
   auto ifOp = scf::IfOp::create(b_, types, inRange, /*withElseRegion=*/true);
   {
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(&ifOp.getThenRegion().front());
     SmallVector<Value> loaded;
     for (int id : plan.loads) {
+      if (plan.staged.count(id)) continue;
       values_[id] = RegValue();
       (void)emitLoad(k_.ops[id], id);
       const RegValue& v = values_[id];
@@ -120,11 +200,45 @@ SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value t
   return SmallVector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
 }
 
-void KernelEmitter::bindPrefetched(const PipelinePlan& plan, ValueRange carried) {
+void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip) {
+  if (plan.staged.empty()) return;
+  bindTrip(plan, trip);
+  Value inRange = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, trip, plan.end);
+  auto ifOp = scf::IfOp::create(b_, TypeRange{}, inRange, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b_);
+    b_.setInsertionPoint(ifOp.getThenRegion().front().getTerminator());
+    for (const auto& [id, offset] : plan.staged) {
+      const kir::Op& op = k_.ops[id];
+      int64_t bytes = layoutFor(op.type.length).perThread * kir::dtypeBytes(k_.params[op.param].dtype);
+      // 16-byte copies may bypass L1 (.cg): the rows are read once.
+      auto modifier = bytes == 16 ? NVVM::LoadCacheModifierKind::CG : NVVM::LoadCacheModifierKind::CA;
+      Value base = scalarOffset(op);
+      for (int64_t c = 0; c < chunks_; ++c)
+        NVVM::CpAsyncOp::create(b_, stagedChunkPointer(plan, id, c, trip), chunkPointer(op, base, c),
+                                int32_t(bytes), modifier, Value());
+    }
+  }
+  // Every thread commits a group per trip, empty past the end, so the counts of the waits hold.
+  NVVM::CpAsyncCommitGroupOp::create(b_);
+}
+
+void KernelEmitter::bindPrefetched(const PipelinePlan& plan, ValueRange carried, Value iv) {
+  // The newest asyncDepth() groups are the next trips'; this trip's is older.
+  if (!plan.staged.empty()) NVVM::CpAsyncWaitGroupOp::create(b_, int32_t(asyncDepth()));
   size_t next = 0;
   for (int id : plan.loads) {
     RegValue& v = values_[id];
     v = RegValue();
+    if (plan.staged.count(id)) {
+      const kir::Op& op = k_.ops[id];
+      Layout l = layoutFor(op.type.length);
+      int64_t bytes = l.perThread * kir::dtypeBytes(k_.params[op.param].dtype);
+      for (int64_t c = 0; c < chunks_; ++c)
+        v.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(k_.params[op.param].dtype, l.perThread),
+                                                stagedChunkPointer(plan, id, c, iv), bytes));
+      continue;
+    }
     if (!k_.ops[id].type.isVector()) {
       v.scalar = carried[next++];
       continue;

@@ -53,21 +53,25 @@ TEST_F(LnModulateTest, DescribesItsDeclarations) {
   ASSERT_EQ(info->specializations.size(), 1u);
   EXPECT_EQ(info->specializations[0].name, "D");
   EXPECT_EQ(info->specializations[0].defaultValue, 3072);
-  ASSERT_EQ(info->tunables.size(), 3u);
+  ASSERT_EQ(info->tunables.size(), 5u);
   EXPECT_EQ(info->tunables[1].name, "THREADS");
-  EXPECT_EQ(info->tunables[1].values, (std::vector<int64_t>{128, 256, 384, 512, 768}));
+  EXPECT_EQ(info->tunables[1].values, (std::vector<int64_t>{128, 192, 256, 384, 512, 768}));
   EXPECT_EQ(info->tunables[1].defaultValue, 384);
-  ASSERT_EQ(info->constraints.size(), 2u);
+  EXPECT_EQ(info->tunables[3].name, "SERIAL");
+  EXPECT_EQ(info->tunables[4].name, "ASYNC");
+  EXPECT_EQ(info->tunables[4].defaultValue, 0);
+  ASSERT_EQ(info->constraints.size(), 4u);
   EXPECT_EQ(info->constraints[0].text, "D % (THREADS * VEC) == 0");
   EXPECT_EQ(info->constraints[0].message, "each thread holds whole vectors of the row");
   EXPECT_EQ(info->constraints[1].text, "ROWS * THREADS <= 1024");
+  EXPECT_EQ(info->constraints[2].text, "ASYNC == 0 || SERIAL > 1");
 }
 
 TEST_F(LnModulateTest, DefaultConfigurationHasTheLaunchAbi) {
   kir::Kernel k = instantiateAt({});
   test::expectWellFormed(k);
   EXPECT_EQ(k.config, (std::map<std::string, int64_t>{
-                          {"D", 3072}, {"ROWS", 1}, {"THREADS", 384}, {"VEC", 8}}));
+                          {"ASYNC", 0}, {"D", 3072}, {"ROWS", 1}, {"SERIAL", 1}, {"THREADS", 384}, {"VEC", 8}}));
   EXPECT_EQ(k.rowsPerProgram, 1);
   EXPECT_EQ(k.threadsPerRow, 384);
   EXPECT_EQ(k.vectorWidth, 8);
@@ -179,11 +183,16 @@ TEST_F(LnModulateTest, EveryEnumeratedConfigurationInstantiates) {
   // The constraints, evaluated independently over the declared candidate sets.
   size_t expected = 0;
   for (int64_t rows : {1, 2, 4})
-    for (int64_t threads : {128, 256, 384, 512, 768})
+    for (int64_t threads : {128, 192, 256, 384, 512, 768})
       for (int64_t vec : {2, 4, 8})
-        expected += 3072 % (threads * vec) == 0 && rows * threads <= 1024;
+        for (int64_t serial : {1, 4, 8})
+          for (int64_t async : {0, 1, 2})
+            expected += 3072 % (threads * vec) == 0 && rows * threads <= 1024 && (async == 0 || serial > 1) &&
+                        rows * 3072 * 2 * (async + 1) <= 45056;
   EXPECT_EQ(configs.size(), expected);
-  EXPECT_EQ(configs.size(), 25u);
+  // By hand: 14, 12 and 8 (ROWS, THREADS, VEC) schedules at ROWS = 1, 2, 4; seven (SERIAL, ASYNC)
+  // pairs each at ROWS = 1 and 2, three at ROWS = 4 (no room in shared memory for copies ahead).
+  EXPECT_EQ(configs.size(), 14u * 7 + 12 * 7 + 8 * 3);
   for (const auto& config : configs) {
     kir::Kernel k = instantiateAt(config);
     test::expectWellFormed(k);
@@ -200,9 +209,12 @@ TEST_F(LnModulateTest, EveryEnumeratedConfigurationInstantiates) {
 TEST_F(LnModulateTest, EnumerationFollowsTheSpecializedSize) {
   size_t expected = 0;
   for (int64_t rows : {1, 2, 4})
-    for (int64_t threads : {128, 256, 384, 512, 768})
+    for (int64_t threads : {128, 192, 256, 384, 512, 768})
       for (int64_t vec : {2, 4, 8})
-        expected += 1024 % (threads * vec) == 0 && rows * threads <= 1024;
+        for (int64_t serial : {1, 4, 8})
+          for (int64_t async : {0, 1, 2})
+            expected += 1024 % (threads * vec) == 0 && rows * threads <= 1024 && (async == 0 || serial > 1) &&
+                        rows * 1024 * 2 * (async + 1) <= 45056;
   auto configs = enumerateConfigs(*module_, "ln_modulate_fwd", {{"D", 1024}});
   EXPECT_EQ(configs.size(), expected);
   for (const auto& config : configs) EXPECT_EQ(config.at("D"), 1024);

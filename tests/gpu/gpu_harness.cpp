@@ -44,6 +44,12 @@ std::string gpuKernelsDir() {
   return fs::exists(dir) ? dir : "build/gpu_kernels";
 }
 
+std::string configTag(const rt::KernelMetadata& metadata) {
+  std::string tag;
+  for (const auto& [key, value] : metadata.config) tag += (tag.empty() ? "" : ",") + key + "=" + std::to_string(value);
+  return tag;
+}
+
 std::vector<CodeObject> findCodeObjects(const std::string& kernel) {
   std::vector<CodeObject> found;
   std::error_code ec;

@@ -31,6 +31,10 @@ struct CodeObject {
 /// a file with its metadata in `<file>.json`.
 std::vector<CodeObject> findCodeObjects(const std::string& kernel);
 
+/// A code object's configuration as "KEY=value,..." (every bound size and tunable, sorted by
+/// key): the schedule column of the tests' RESULT lines.
+std::string configTag(const rt::KernelMetadata& metadata);
+
 /// The process's device, or nullptr with `whyNot` set (no driver, no device).
 rt::Device* device(std::string* whyNot);
 

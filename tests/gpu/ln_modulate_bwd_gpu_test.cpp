@@ -84,12 +84,6 @@ std::vector<double> dxTerms(const Inputs& in, int64_t t, int64_t b) {
   return terms;
 }
 
-std::string configTag(const rt::KernelMetadata& m) {
-  std::string tag;
-  for (const auto& [k, v] : m.config) tag += k + "=" + std::to_string(v) + " ";
-  return tag;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Per-token modulation
 
@@ -173,7 +167,7 @@ TEST_P(LnModulateBwdPerTokenGpu, MatchesFp64InterpreterAndIsDeterministic) {
     bool dshiftExact = first->dshift == in.g;
     bool identical = *first == *second;
     std::printf("RESULT %s %-24s T=%-6lld dx: %s | dscale: %s | dshift_exact=%s deterministic=%s\n", name,
-                configTag(obj.metadata).c_str(), (long long)T, dxCheck.summary().c_str(),
+                gputest::configTag(obj.metadata).c_str(), (long long)T, dxCheck.summary().c_str(),
                 dscaleCheck.summary().c_str(), dshiftExact ? "yes" : "NO", identical ? "yes" : "NO");
     dxCheck.expectOk("dx");
     dscaleCheck.expectOk("dscale");
@@ -314,7 +308,7 @@ TEST_P(LnModulateBwdPerSampleGpu, MatchesFp64InterpreterAndIsDeterministic) {
       bool identical = *first == *second;
       std::printf("RESULT ln_modulate_bwd+reduce %-38s B=%lld S=%lld P=%lld %s dx: %s | dscale: %s | dshift: %s | "
                   "deterministic=%s\n",
-                  (configTag(bwdObj.metadata) + "/ " + configTag(reduceObj.metadata)).c_str(), (long long)B,
+                  (gputest::configTag(bwdObj.metadata) + "/ " + gputest::configTag(reduceObj.metadata)).c_str(), (long long)B,
                   (long long)S, (long long)P, sh.sequenceMajor ? "[S,B,D]" : "[B,S,D]", dxCheck.summary().c_str(),
                   dsCheck.summary().c_str(), dhCheck.summary().c_str(), identical ? "yes" : "NO");
       dxCheck.expectOk("dx");

@@ -186,13 +186,6 @@ Errors compare(const HostProblem& p, const GpuOutputs& g) {
   return e;
 }
 
-std::string configTag(const rt::KernelMetadata& m) {
-  std::string tag;
-  for (const char* key : {"ROWS", "THREADS", "VEC"})
-    if (m.config.count(key)) tag += std::string(tag.empty() ? "" : ",") + key + "=" + std::to_string(m.config.at(key));
-  return tag;
-}
-
 class LnModulateGpu : public ::testing::TestWithParam<std::tuple<Variant, Shape>> {};
 
 TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
@@ -228,7 +221,7 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
     std::printf("RESULT %s %-28s T=%-6lld B=%-3lld S=%-4lld D=%lld %s  mean_rel=%.3g rstd_rel=%.3g "
                 "y_max_ulp=%.3g y_beyond_1ulp=%lld (max %.2f of bound, beyond=%lld) "
                 "nonfinite=%lld deterministic=%s\n",
-                variant.kernel, configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.samples,
+                variant.kernel, gputest::configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.samples,
                 (long long)shape.tokensPerSample, (long long)kD,
                 variant.perToken ? "per-token" : variant.sequenceMajor ? "[S,B,D]" : "[B,S,D]", e.meanRel,
                 e.rstdRel, e.yMaxUlp,
@@ -244,12 +237,14 @@ TEST_P(LnModulateGpu, MatchesFp64InterpreterAndIsDeterministic) {
 
 // B=32, S=512 (T=16384): the Flux training shape. T=7 with B=2, S=4: [B, S, D] has one full
 // sample and a ragged one, [S, B, D] three full sequence positions and a ragged one; fewer rows
-// than one program of the widest schedule. The per-sample kernel runs in both token layouts.
+// than one program of the widest schedule. T=299 (B=3, S=100): an odd count, so the last program
+// of every schedule (SERIAL row groups included) is partly past the end. The per-sample kernel
+// runs in both token layouts.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, LnModulateGpu,
     ::testing::Combine(::testing::Values(Variant{"ln_modulate_fwd", false, false}, Variant{"ln_modulate_fwd", false, true},
                                          Variant{"ln_modulate_fwd_per_token", true, false}),
-                       ::testing::Values(Shape{32, 512, 16384}, Shape{2, 4, 7})),
+                       ::testing::Values(Shape{32, 512, 16384}, Shape{2, 4, 7}, Shape{3, 100, 299})),
     [](const auto& info) {
       const Variant& v = std::get<0>(info.param);
       return std::string(v.perToken ? "PerToken" : v.sequenceMajor ? "PerSample_SBD" : "PerSample_BSD") + "_T" +

@@ -83,12 +83,13 @@ constexpr const char* kDsl = "kernels_dsl/norm_rope.mxk";
 const char* layoutName(Layout layout) { return layout == Layout::Megatron ? "megatron" : "blocked"; }
 
 /// Every test's parameters: 16384 tokens x 24 heads = 393216 QK rows (Flux double blocks at B=64,
-/// or single blocks at B=32) and a ragged small shape with a sequence-major position divisor, each
-/// in both layouts.
+/// or single blocks at B=32) and two ragged shapes with a sequence-major position divisor (15
+/// rows: fewer than one program; 999: an odd number, so the last program of every schedule,
+/// SERIAL row groups included, is partly past the end), each in both layouts.
 using ShapeAndLayout = std::tuple<Shape, Layout>;
 
 auto shapesAndLayouts() {
-  return ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}),
+  return ::testing::Combine(::testing::Values(Shape{16384, 24, 512, 1}, Shape{5, 3, 4, 2}, Shape{333, 3, 40, 2}),
                             ::testing::Values(Layout::Megatron, Layout::Blocked));
 }
 
@@ -146,13 +147,6 @@ struct Outputs {
 Buffers hostInputs(const Problem& p) {
   return {p.qkv.data(), p.qWeight.data(), p.kWeight.data(), p.qCos.data(), p.qSin.data(), p.kCos.data(),
           p.kSin.data(), nullptr, nullptr, nullptr, nullptr, nullptr};
-}
-
-/// The code object's configuration as "KEY=value " pairs, the RESULT lines' schedule column.
-std::string configTag(const gputest::CodeObject& obj) {
-  std::string tag;
-  for (const auto& [key, value] : obj.metadata.config) tag += key + "=" + std::to_string(value) + " ";
-  return tag;
 }
 
 /// For each code object of `kernel`: instantiates the DSL kernel at its configuration, runs
@@ -283,7 +277,7 @@ void printFwdResult(const char* kernel, int labelWidth, const std::string& label
                     const Shape& s, const Errors& e, const std::string& extra, bool identical) {
   std::printf("RESULT %s %-*s %-24s T=%-6lld H=%-3lld S=%-4lld pos_div=%lld rstd_rel=%.3g max_ulp=%.3g "
               "beyond_1ulp=%lld (max %.2f of bound, beyond=%lld)%s nonfinite=%lld deterministic=%s\n",
-              kernel, labelWidth, label.c_str(), configTag(obj).c_str(), (long long)s.tokens, (long long)s.heads,
+              kernel, labelWidth, label.c_str(), gputest::configTag(obj.metadata).c_str(), (long long)s.tokens, (long long)s.heads,
               (long long)s.positions, (long long)s.posDiv, e.rstdRel, e.maxUlp, (long long)e.beyondOneUlp,
               e.maxBoundFraction, (long long)e.beyondBound, extra.c_str(), (long long)e.nonFinite,
               identical ? "yes" : "NO");
@@ -629,7 +623,7 @@ void reportBwd(const char* kernel, int labelWidth, const std::string& label, con
                     const char* columnsName, int64_t columns, const DwCheck& dw, bool identical) {
   std::printf("RESULT %s+dw_reduce %-*s %-24s T=%-6lld H=%lld P=%lld %s: %s | %s=%lld | dw: max %.2f of bound, "
               "beyond=%lld | deterministic=%s\n",
-              kernel, labelWidth, label.c_str(), configTag(bwdObj).c_str(), (long long)s.tokens, (long long)s.heads,
+              kernel, labelWidth, label.c_str(), gputest::configTag(bwdObj.metadata).c_str(), (long long)s.tokens, (long long)s.heads,
               (long long)partials, gradName, grad.summary().c_str(), columnsName, (long long)columns, dw.maxFraction,
               (long long)dw.beyond, identical ? "yes" : "NO");
   grad.expectOk(gradName);
@@ -976,7 +970,7 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
         bf16KernelOutputs[kernel->config] = *first;
       } else {
         auto same = bf16KernelOutputs.find(kernel->config);
-        ASSERT_NE(same, bf16KernelOutputs.end()) << "no code object of the _bf16 kernel at " << configTag(obj);
+        ASSERT_NE(same, bf16KernelOutputs.end()) << "no code object of the _bf16 kernel at " << gputest::configTag(obj.metadata);
         blobBytes = differingBytes(first->rowData, same->second.rowData) +
                     differingBytes(first->rowScales, same->second.rowScales) +
                     differingBytes(first->colData, same->second.colData) +
@@ -987,7 +981,7 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
       std::printf("RESULT %s+dw_reduce %-8s %-40s T=%-6lld H=%lld P=%lld %s/%s blob_bytes_differing=%lld "
                   "(vs %s) | dq/dk: %s | dv_mismatch_rows=%lld | dw: max %.2f of bound, beyond=%lld | "
                   "deterministic=%s\n",
-                  name, layoutName(layout), configTag(obj).c_str(), (long long)shape.tokens, (long long)shape.heads,
+                  name, layoutName(layout), gputest::configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.heads,
                   (long long)partials, mx::elementFormatName(format), mx::scaleModeName(mode), (long long)blobBytes,
                   bf16Out ? "packDual of its bf16 output" : "the _bf16 kernel's blobs",
                   bf16Out ? dqk.summary().c_str() : "-", (long long)dvMismatchRows, dw.maxFraction,

@@ -1,0 +1,137 @@
+// SERIAL: the rewrite of a row body into a loop over a program's row groups (serial_rows.h), and
+// what the code generator makes of it: the launch covers ROWS * SERIAL rows per program, and
+// ASYNC copies the streamed rows ahead through shared memory on NVIDIA only.
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "compiler/codegen/codegen.h"
+#include "compiler/codegen/serial_rows.h"
+#include "tests/codegen/kernel_fixture.h"
+#include "tests/frontend/kir_verify.h"
+
+namespace mxfp6 {
+namespace {
+
+using kir::OpCode;
+
+kir::Kernel kernelAt(const std::string& file, const std::string& name, const std::map<std::string, int64_t>& config) {
+  std::optional<frontend::Module> m = testing::parseKernelFile(file);
+  EXPECT_TRUE(m);
+  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, name, config);
+  EXPECT_TRUE(k);
+  return *k;
+}
+
+std::multiset<OpCode> opcodes(const kir::Kernel& k) {
+  std::multiset<OpCode> codes;
+  for (const kir::Op& op : k.ops) codes.insert(op.code);
+  return codes;
+}
+
+TEST(SerialRows, StepsComeFromTheConfiguration) {
+  EXPECT_EQ(codegen::serialSteps(kernelAt("ln_modulate.mxk", "ln_modulate_fwd", {})), 1);
+  EXPECT_EQ(codegen::serialSteps(kernelAt("ln_modulate.mxk", "ln_modulate_fwd", {{"SERIAL", 8}})), 8);
+  // A kernel without the tunable walks one group.
+  EXPECT_EQ(codegen::serialSteps(kernelAt("ln_modulate.mxk", "ln_modulate_bwd", {})), 1);
+}
+
+TEST(SerialRows, TheBodyBecomesOneLoopOverTheRowGroups) {
+  kir::Kernel k = kernelAt("ln_modulate.mxk", "ln_modulate_fwd", {{"SERIAL", 4}});
+  codegen::SerialRows s = codegen::serializeRows(k, 4);
+  const std::vector<kir::Op>& ops = s.kernel.ops;
+  EXPECT_EQ(frontend::test::verifyKir(s.kernel), "");
+  // Three bounds, the loop and its end are all that is added.
+  std::multiset<OpCode> before = opcodes(k), after = opcodes(s.kernel);
+  before.insert({OpCode::ConstInt, OpCode::ConstInt, OpCode::ConstInt, OpCode::ForBegin, OpCode::ForEnd});
+  EXPECT_EQ(before, after);
+  ASSERT_GE(ops.size(), 5u);
+  EXPECT_EQ(ops[0].ival, 0);
+  EXPECT_EQ(ops[1].ival, 4);
+  EXPECT_EQ(ops[2].ival, 1);
+  ASSERT_EQ(ops[s.loop].code, OpCode::ForBegin);
+  EXPECT_EQ(ops[s.loop].operands, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(ops.back().code, OpCode::ForEnd);
+  EXPECT_EQ(ops.back().ival, s.loop);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    SCOPED_TRACE("op %" + std::to_string(i) + " " + kir::opName(ops[i].code));
+    bool inLoop = int(i) > s.loop && i + 1 < ops.size();
+    // The row index takes the trip; everything per row (stores, reductions) is inside.
+    if (ops[i].code == OpCode::RowIndex) {
+      EXPECT_TRUE(inLoop);
+      EXPECT_EQ(ops[i].operands, (std::vector<int>{s.loop}));
+    }
+    if (ops[i].code == OpCode::Store || ops[i].code == OpCode::ReduceSum) EXPECT_TRUE(inLoop);
+  }
+  // The stores keep their order and their values' kinds.
+  std::vector<std::string> storedBefore, storedAfter;
+  for (const kir::Op& op : k.ops)
+    if (op.code == OpCode::Store) storedBefore.push_back(k.params[op.param].name + ":" + kir::opName(k.ops[op.value].code));
+  for (const kir::Op& op : ops)
+    if (op.code == OpCode::Store) storedAfter.push_back(s.kernel.params[op.param].name + ":" + kir::opName(ops[op.value].code));
+  EXPECT_EQ(storedBefore, storedAfter);
+}
+
+TEST(SerialRows, RowInvariantLoadsMoveBeforeTheLoop) {
+  // norm_rope_fwd reads the weight at a fixed index (the same for every row) and x and the
+  // rotary table at indices derived from the row.
+  kir::Kernel k = kernelAt("norm_rope.mxk", "norm_rope_fwd", {{"SERIAL", 4}});
+  codegen::SerialRows s = codegen::serializeRows(k, 4);
+  EXPECT_EQ(frontend::test::verifyKir(s.kernel), "");
+  std::map<std::string, std::vector<int>> loadsOf;
+  for (size_t i = 0; i < s.kernel.ops.size(); ++i)
+    if (s.kernel.ops[i].code == OpCode::Load) loadsOf[s.kernel.params[s.kernel.ops[i].param].name].push_back(int(i));
+  ASSERT_EQ(loadsOf["weight"].size(), 1u);
+  EXPECT_LT(loadsOf["weight"][0], s.loop);
+  for (const char* perRow : {"x", "rope_cos", "rope_sin"}) {
+    ASSERT_FALSE(loadsOf[perRow].empty()) << perRow;
+    for (int id : loadsOf[perRow]) EXPECT_GT(id, s.loop) << perRow;
+  }
+  // The weight's conversion to f32 is vector math: it stays in the loop (no registers held).
+  for (size_t i = 0; i < s.kernel.ops.size(); ++i) {
+    const kir::Op& op = s.kernel.ops[i];
+    if (op.code == OpCode::Cast && op.type.isVector()) EXPECT_GT(int(i), s.loop);
+  }
+}
+
+codegen::TargetInfo target(const char* name) { return *codegen::findTarget(name); }
+
+TEST(SerialRows, AProgramCoversRowsTimesSerialRows) {
+  kir::Kernel k = kernelAt("ln_modulate.mxk", "ln_modulate_fwd",
+                           {{"ROWS", 2}, {"THREADS", 192}, {"VEC", 8}, {"SERIAL", 4}, {"ASYNC", 2}});
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, target("sm_90"), codegen::Emit::Ptx);
+  ASSERT_TRUE(c.isOk()) << c.status().message();
+  nlohmann::json j = nlohmann::json::parse(c->metadataJson);
+  EXPECT_EQ(j["rows_per_program"], 8);
+  EXPECT_EQ(j["block"], nlohmann::json({384, 1, 1}));
+  // The copies ahead: x's row of each of the two rows, in three ring slots (scale and shift,
+  // shared by a sample's rows, are not staged), one shared buffer.
+  int64_t staged = 3 * 2 * 3072 * 2;
+  EXPECT_NE(c->bytes.find(".shared .align 16 .b8 __wg_ln_modulate_fwd_1[" + std::to_string(staged) + "]"),
+            std::string::npos)
+      << c->bytes;
+  EXPECT_NE(c->bytes.find("cp.async.cg.shared.global"), std::string::npos);
+  size_t wait = c->bytes.find("cp.async.wait_group");
+  ASSERT_NE(wait, std::string::npos);
+  EXPECT_EQ(c->bytes.substr(wait, c->bytes.find(';', wait) - wait), "cp.async.wait_group \t2");
+}
+
+TEST(SerialRows, AsynchronousCopiesAreRefusedWithoutThem) {
+  kir::Kernel k = kernelAt("ln_modulate.mxk", "ln_modulate_fwd", {{"SERIAL", 4}, {"ASYNC", 1}});
+  for (const char* amd : {"gfx942", "gfx950"}) {
+    Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, target(amd), codegen::Emit::Hsaco);
+    ASSERT_FALSE(c.isOk()) << amd;
+    EXPECT_NE(c.status().message().find("ASYNC = 1 stages loads through asynchronous copies"), std::string::npos)
+        << c.status().message();
+    EXPECT_NE(c.status().message().find(std::string(amd) + " does not have"), std::string::npos);
+  }
+  // Without the copies, the row groups compile there (carried in registers).
+  kir::Kernel plain = kernelAt("ln_modulate.mxk", "ln_modulate_fwd", {{"SERIAL", 4}});
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(plain, target("gfx942"), codegen::Emit::Hsaco);
+  EXPECT_TRUE(c.isOk()) << c.status().message();
+}
+
+}  // namespace
+}  // namespace mxfp6
