@@ -77,6 +77,12 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   // A loop with reductions across warps alternates between two halves of their shared slots,
   // trip by trip (reductions.cpp): a parity carried as the last loop value.
   bool alternates = reducesAcrossWarpsIn(id);
+  // Nested in a loop that alternates too, this loop restarts its parity on every outer trip, so
+  // its first trip could write a slot that the outer trip before read after it (a reduction
+  // past this loop): every thread is past those reads after this barrier.
+  bool nestedInAlternating = false;
+  for (Value half : reductionHalves_) nestedInAlternating |= bool(half);
+  if (alternates && nestedInAlternating) gpu::BarrierOp::create(b_);
   SmallVector<Value> carried;
   // The first trip's loads before the loop; each trip starts the next trip's loads before its
   // own work and carries them over (pipeline.cpp).

@@ -109,8 +109,16 @@ LogicalResult KernelEmitter::checkSchedule() {
       return failure();
     }
   }
-  if (serial_ < 1) return fail("SERIAL must be positive");
   if (asyncDepth() < 0) return fail("ASYNC must be 0 or more");
+  if (asyncDepth() > 0) {
+    bool pipelined = false;
+    for (size_t i = 0; i < k_.ops.size(); ++i)
+      pipelined |= k_.ops[i].code == OpCode::ForBegin && pipelines(int(i));
+    if (!pipelined)
+      return fail("ASYNC = " + std::to_string(asyncDepth()) +
+                  " copies rows ahead in pipelined loops, and this configuration has none (SERIAL = 1 and no "
+                  "loop under PREFETCH = 2)");
+  }
   if (asyncDepth() > 0 && target_.backend != Backend::NVVM)
     return fail("ASYNC = " + std::to_string(asyncDepth()) +
                 " stages loads through asynchronous copies to shared memory (cp.async), which " + target_.name +
@@ -754,7 +762,12 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
   context.loadDialect<arith::ArithDialect, gpu::GPUDialect, LLVM::LLVMDialect, memref::MemRefDialect,
                       NVVM::NVVMDialect, ROCDL::ROCDLDialect, scf::SCFDialect, vector::VectorDialect>();
   int64_t steps = serialSteps(kernel);
-  if (steps <= 1) {
+  if (steps < 1) {
+    emitError(FileLineColLoc::get(&context, kernel.sourceFile, 1, 1))
+        << "kernel '" << kernel.name << "': SERIAL = " << steps << " must be positive";
+    return nullptr;
+  }
+  if (steps == 1) {
     detail::KernelEmitter emitter(context, kernel, target);
     return emitter.run(shape);
   }

@@ -25,8 +25,9 @@
 // Staged are the loads whose address moves with every trip (an index that is the trip's row, or
 // the induction value, through sums, products and remainders): a different row each trip, read
 // once. Loads through a quotient (t / pos_div: rows sharing a table row, or a sample's
-// parameters) hit the caches and are issued in their own trip, early in the body; scalar loads
-// are carried in registers one trip ahead.
+// parameters) hit the caches and are issued in their own trip, early in the body; scalar loads,
+// and streamed vector loads that cannot be copied (chunks of 32 or 2 bytes), are carried in
+// registers one trip ahead.
 
 #include "compiler/codegen/kernel_emitter.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -124,11 +125,19 @@ KernelEmitter::PipelinePlan KernelEmitter::planPipeline(int forId) {
       if (!advances || !copiesAsynchronously(op)) continue;
       plan.staged[id] = plan.stagedBytes;
       int64_t bytes = layoutFor(op.type.length).perThread * kir::dtypeBytes(k_.params[op.param].dtype);
-      plan.stagedBytes += chunks_ * rows_ * threads_ * bytes;
+      // Every load's part of a slot starts 16-byte aligned, as 16-byte copies need.
+      plan.stagedBytes += (chunks_ * rows_ * threads_ * bytes + 15) / 16 * 16;
     }
-    // The other vector loads (cache hits) are issued in their own trip, early in the body
-    // (emissionOrder), rather than held in registers for a trip.
-    std::erase_if(plan.loads, [&](int id) { return k_.ops[id].type.isVector() && !plan.staged.count(id); });
+    // The vector loads that do not move with the trip (cache hits) are issued in their own trip,
+    // early in the body (emissionOrder), rather than held in registers for a trip; streamed ones
+    // that cannot be copied (32-byte or 2-byte chunks) stay register-carried.
+    std::erase_if(plan.loads, [&](int id) {
+      const kir::Op& op = k_.ops[id];
+      if (!op.type.isVector() || plan.staged.count(id)) return false;
+      for (int o : op.operands)
+        if (advancesWithTrip(o, forId)) return false;
+      return true;
+    });
   }
   return plan;
 }

@@ -133,5 +133,86 @@ TEST(SerialRows, AsynchronousCopiesAreRefusedWithoutThem) {
   EXPECT_TRUE(c.isOk()) << c.status().message();
 }
 
+kir::Kernel inlineKernel(const std::string& source, const std::string& name) {
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = frontend::parseSource("inline.mxk", source, diags);
+  EXPECT_TRUE(m) << diags.render();
+  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, name, {});
+  EXPECT_TRUE(k);
+  return *k;
+}
+
+std::string compiled(const kir::Kernel& k, codegen::Emit emit) {
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, target("sm_90"), emit);
+  EXPECT_TRUE(c.isOk()) << c.status().message();
+  return c.isOk() ? c->bytes : "";
+}
+
+TEST(SerialRows, EveryCopyDestinationIs16ByteAligned) {
+  // Two threads per row: a's 4-byte parts take 8 bytes of a slot, b's 16-byte parts 32. Packed
+  // back to back, b's part would start 8 bytes into the slot, misaligned for 16-byte copies:
+  // each load's part starts on a 16-byte boundary, so a slot is 16 + 32 bytes, two slots.
+  kir::Kernel k = inlineKernel(R"(
+kernel mix(a: bf16[T, 4], b: f32[T, 8], ya: out bf16[T, 4], yb: out f32[T, 8])
+  tune THREADS in {2} = 2, VEC in {4} = 4, SERIAL in {4} = 4, ASYNC in {1} = 1
+{
+  row t in T {
+    ya[t, :] = a[t, :]
+    yb[t, :] = b[t, :] * 2.0
+  }
+}
+)", "mix");
+  std::string ptx = compiled(k, codegen::Emit::Ptx);
+  EXPECT_NE(ptx.find(".shared .align 16 .b8 __wg_mix_0[96];"), std::string::npos) << ptx;
+  EXPECT_NE(ptx.find("cp.async.cg.shared.global"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.ca.shared.global"), std::string::npos);
+}
+
+TEST(SerialRows, AnInnerLoopWithReductionsWaitsForTheOuterTripsReads) {
+  // The inner loop alternates its reduction slots by its own parity, restarting on every row
+  // group; the reductions after it read slots the inner loop's first trip of the next group
+  // writes. A barrier before the inner loop keeps the next group's writes after those reads.
+  kir::Kernel k = inlineKernel(R"(
+kernel nest(g: bf16[T, D], o: out f32[R], n: i32)
+  specialize D = 1024
+  tune THREADS in {128} = 128, VEC in {8} = 8, SERIAL in {4} = 4
+{
+  row j in R {
+    var acc = 0.0
+    for s in j .. n step 7 {
+      acc = acc + mean(f32(g[s, :]))
+    }
+    v = f32(g[j, :])
+    o[j] = acc + mean(v) + mean(v * v) + mean(v * 3.0)
+  }
+}
+)", "nest");
+  std::string mlir = compiled(k, codegen::Emit::Mlir);
+  size_t outer = mlir.find("scf.for");
+  ASSERT_NE(outer, std::string::npos);
+  size_t inner = mlir.find("scf.for", outer + 1);
+  ASSERT_NE(inner, std::string::npos) << mlir;
+  size_t barrier = mlir.find("gpu.barrier", outer);
+  EXPECT_LT(barrier, inner) << "no barrier between the row-group loop and the inner loop";
+}
+
+TEST(SerialRows, CopiesWithoutALoopAreAnError) {
+  // The DSL kernels forbid this by a require; a kernel without one gets the compiler's error.
+  kir::Kernel k = inlineKernel(R"(
+kernel copy(x: bf16[T, 64], y: out bf16[T, 64])
+  tune THREADS in {8} = 8, VEC in {8} = 8, ASYNC in {1} = 1
+{
+  row t in T {
+    y[t, :] = x[t, :]
+  }
+}
+)", "copy");
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, target("sm_90"), codegen::Emit::Ptx);
+  ASSERT_FALSE(c.isOk());
+  EXPECT_NE(c.status().message().find("ASYNC = 1 copies rows ahead in pipelined loops, and this configuration has none"),
+            std::string::npos)
+      << c.status().message();
+}
+
 }  // namespace
 }  // namespace mxfp6
