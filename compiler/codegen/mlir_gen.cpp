@@ -642,12 +642,16 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     workgroup.push_back(MemRefType::get({sharedFloats}, b_.getF32Type(), AffineMap(),
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
   // Transposes of one element type and size share a buffer (the later one waits at a barrier
-  // until the earlier one's reads are done).
+  // until the earlier one's reads are done). Inside a loop (of the DSL, or SERIAL's row groups)
+  // every transpose waits: the next trip writes the buffer that this trip's last one read.
   std::map<int, size_t> transposeSlot;  // Transpose op id -> workgroup attribution
   std::map<std::pair<Dtype, int64_t>, size_t> bufferOf;
   int64_t sharedBytes = needsShared_ ? sharedFloats * 4 : 0;
+  int depth = 0;
   for (size_t i = 0; i < k_.ops.size(); ++i) {
+    depth += k_.ops[i].code == OpCode::ForBegin ? 1 : k_.ops[i].code == OpCode::ForEnd ? -1 : 0;
     if (k_.ops[i].code != OpCode::Transpose) continue;
+    if (depth > 0) transposeWaits_.insert(int(i));
     MemRefType t = transposeBufferType(k_.ops[i]);
     auto key = std::make_pair(k_.ops[i].type.elem, t.getNumElements());
     if (auto it = bufferOf.find(key); it != bufferOf.end()) {

@@ -196,6 +196,27 @@ kernel nest(g: bf16[T, D], o: out f32[R], n: i32)
   EXPECT_LT(barrier, inner) << "no barrier between the row-group loop and the inner loop";
 }
 
+TEST(SerialRows, ATransposeWaitsForTheLastTripsReads) {
+  // One transpose per row group, its buffer reused by every group: each group's writes to it
+  // wait at a barrier until every thread has read the previous group's tile.
+  kir::Kernel k = inlineKernel(R"(
+kernel cols(x: bf16[RG, 32, 64], y: out bf16[RG, 64, 32])
+  tune THREADS in {64} = 64, VEC in {8} = 8, SERIAL in {4} = 4
+{
+  row rg in RG {
+    y[rg, :, :] = transpose(x[rg, :, :], 32)
+  }
+}
+)", "cols");
+  std::string mlir = compiled(k, codegen::Emit::Mlir);
+  size_t loop = mlir.find("scf.for");
+  ASSERT_NE(loop, std::string::npos) << mlir;
+  size_t write = mlir.find("vector.store", loop);
+  ASSERT_NE(write, std::string::npos) << mlir;
+  size_t barrier = mlir.find("gpu.barrier", loop);
+  EXPECT_LT(barrier, write) << "the group's tile is written before the previous group's reads are done";
+}
+
 TEST(SerialRows, CopiesWithoutALoopAreAnError) {
   // The DSL kernels forbid this by a require; a kernel without one gets the compiler's error.
   kir::Kernel k = inlineKernel(R"(
