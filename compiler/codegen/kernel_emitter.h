@@ -179,6 +179,14 @@ class KernelEmitter {
   /// Per-block values (one lane per 32-element block of a thread's chunk) repeated to `lanes`
   /// lanes, lanesPerBlock each.
   Value spreadToBlocks(Value perBlock, const Layout& scales, int64_t lanes, int64_t lanesPerBlock);
+  /// Chunk `c` of an MxEncode's operands: the elements, how many, and the block scale bytes
+  /// widened to i32 (one lane per block, or a scalar).
+  struct EncodeInputs {
+    Value chunk;
+    int64_t perThread;
+    Value scale;
+  };
+  EncodeInputs encodeInputs(const kir::Op& encode, int64_t c);
   /// sm_90: the element codes through the FP8 conversions (header of mx_ops.cpp).
   LogicalResult emitMxEncodeFp8(const kir::Op& op, int id);
   LogicalResult emitPack6(const kir::Op& op, int id);

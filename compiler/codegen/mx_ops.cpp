@@ -207,6 +207,13 @@ Value KernelEmitter::spreadToBlocks(Value perBlock, const Layout& scales, int64_
   return vector::ShuffleOp::create(b_, perBlock, perBlock, mask);
 }
 
+KernelEmitter::EncodeInputs KernelEmitter::encodeInputs(const kir::Op& encode, int64_t c) {
+  Value chunk = values_[encode.operands[0]].chunks[c];
+  Value scaleChunk = values_[encode.operands[1]].chunks[c];
+  Value scale = arith::ExtUIOp::create(b_, sameShape(scaleChunk, b_.getI32Type()), scaleChunk);
+  return {chunk, cast<VectorType>(chunk.getType()).getNumElements(), scale};
+}
+
 LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
   const bool e2m3 = kir::mxFormat(op.ival) == kir::MxFormat::E2M3;
   const int64_t shift = e2m3 ? 6 : 12;
@@ -215,14 +222,11 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
   Layout scales = layoutFor(k_.ops[op.operands[1]].type.length);
   Type i32 = b_.getI32Type(), f32 = b_.getF32Type(), i16 = b_.getI16Type();
   for (int64_t c = 0; c < chunks_; ++c) {
-    Value chunk = values_[op.operands[0]].chunks[c];
-    Value scaleChunk = values_[op.operands[1]].chunks[c];
-    int64_t perThread = cast<VectorType>(chunk.getType()).getNumElements();
+    auto [chunk, perThread, scale] = encodeInputs(op, c);
 
     // Per block: the factor F as f32 bits (normal, or denormal below 2^-126), and the mask that
     // makes a NaN block's codes sign | 0x1F (four codes per word).
-    IntMath s(b_, sameShape(scaleChunk, i32));
-    Value scale = arith::ExtUIOp::create(b_, sameShape(scaleChunk, i32), scaleChunk);
+    IntMath s(b_, scale.getType());
     Value exponent = s.sub(s.c(127 - shift), scale);
     Value normal = s.cmp(arith::CmpIPredicate::sge, exponent, s.c(-126));
     Value factor = s.sel(normal, s.shl(s.add(exponent, s.c(127)), s.c(23)),
@@ -284,13 +288,10 @@ LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
   Layout scales = layoutFor(k_.ops[op.operands[1]].type.length);
   Type i32 = b_.getI32Type(), f32 = b_.getF32Type();
   for (int64_t c = 0; c < chunks_; ++c) {
-    Value chunk = values_[op.operands[0]].chunks[c];
-    Value scaleChunk = values_[op.operands[1]].chunks[c];
-    int64_t perThread = cast<VectorType>(chunk.getType()).getNumElements();
+    auto [chunk, perThread, scale] = encodeInputs(op, c);
 
     // Per block, on the scale bytes: K, L, H and 31 - H of the header.
-    IntMath s(b_, sameShape(scaleChunk, i32));
-    Value scale = arith::ExtUIOp::create(b_, sameShape(scaleChunk, i32), scaleChunk);
+    IntMath s(b_, scale.getType());
     Value small = s.cmp(arith::CmpIPredicate::ult, scale, s.c(128));
     Value scaleUp = s.sel(small, s.c(7 << 23), s.c(0));
     Value floor = s.shl(s.add(scale, s.sel(small, s.c(fc.emin + 7), s.c(fc.emin))), s.c(23));
