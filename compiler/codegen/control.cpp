@@ -70,7 +70,7 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   Value step = toI64(values_[op.operands[2]].scalar);
   // The row-group loop of SERIAL is always pipelined: its point is the next group's loads.
   PipelinePlan plan;
-  if (pipelines(id)) plan = planPipeline(id);
+  if (pipelines(id)) plan = pipelinePlans_.at(id);
   plan.start = start;
   plan.step = step;
   plan.end = end;

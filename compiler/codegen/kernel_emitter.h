@@ -282,6 +282,7 @@ class KernelEmitter {
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
   std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)
   SmallVector<Operation*> openLoops_;        // scf.for ops whose ForEnd is still ahead
+  std::map<int, PipelinePlan> pipelinePlans_;  // ForBegin id -> its plan (run(), before emission)
   std::map<int, PipelinePlan> pipelined_;    // ForBegin id -> its plan, while the loop is open
   Value asyncBuffer_;                        // i8 shared buffer of the asynchronous copies (ASYNC)
   std::map<int, int64_t> asyncRegion_;       // ForBegin id -> byte offset of its two halves

@@ -673,12 +673,12 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
     sharedBytes += rows_ * threads_ * stagedBytes;
   }
-  // The asynchronous copies of pipelined loops (ASYNC = d): a ring of d + 1 slots per loop
-  // (pipeline.cpp).
+  // Each pipelined loop's plan, once; its asynchronous copies (ASYNC = d) take a ring of d + 1
+  // slots (pipeline.cpp).
   int64_t asyncBytes = 0;
   for (size_t i = 0; i < k_.ops.size(); ++i) {
     if (k_.ops[i].code != OpCode::ForBegin || !pipelines(int(i))) continue;
-    int64_t half = planPipeline(int(i)).stagedBytes;
+    int64_t half = (pipelinePlans_[int(i)] = planPipeline(int(i))).stagedBytes;
     if (half == 0) continue;
     asyncRegion_[int(i)] = asyncBytes;
     asyncBytes += (asyncDepth() + 1) * half;
