@@ -2,14 +2,26 @@
 """Runs plans of ours for a profiler: the benchmark's inputs and launches, without its checks and
 timing, so Nsight Compute (or any tool) sees exactly the kernels the table measures.
 
-    ncu --clock-control none -k regex:'^(mxfp6_|norm_rope|ln_modulate)' --launch-skip 4 \\
+    ncu --profile-from-start off --clock-control none -k regex:'^(mxfp6_|norm_rope|ln_modulate)' \\
         python3 bench/profile_plans.py --only mxfp6_pack_cols:E3M2:T=16384:C=3072 \\
-        --config W=128,ROWS=1,THREADS=128,VEC=16 --reps 3
+        --config W=128,ROWS=1,THREADS=128,VEC=16 --reps 1
 
 --only picks problems as run.py's does (a substring of the name); --config keeps the plans whose
 config (the table's "ours config" column) starts with it. Each chosen plan runs --reps times, its
 launches in order; --list prints the plans instead. Launch counts: a plan of k launches run r
-times launches k*r kernels of ours, in that order, problem by problem.
+times launches k*(r+1) kernels of ours, in that order, problem by problem: one warm-up rep, then r.
+
+--triton also runs each problem's Triton baseline (triton_baselines.py) --reps times after ours;
+its first call (compile and autotune) stays outside the profiled range, and --triton-ptx DIR
+writes the PTX of what it chose, with its register count. The profiled range (cudaProfilerStart
+to Stop; `ncu --profile-from-start off` sees only it) holds every launch but each plan's first
+rep, so --launch-skip is not needed there. --triton-config ROWS=8,num_warps=2 runs that one config
+instead of autotuning (for an @triton.autotune'd baseline).
+
+--l2 MODE (repeatable) also times every plan and baseline (median of 200 reps, CUDA events) with
+the L2 prepared before each rep: `dirty` zeroes a 256 MB buffer as the benchmark's do_bench does
+(the L2 left full of lines to write back), `clean` reads one (the L2 full of clean lines), `none`
+leaves it as the previous rep left it. It tells a kernel slowed by write-backs from one slow anyway.
 """
 import argparse
 import pathlib
@@ -30,6 +42,10 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--triton", action="store_true", help="also run each problem's Triton baseline")
+    ap.add_argument("--triton-ptx", default=None, help="folder for the chosen Triton kernels' PTX")
+    ap.add_argument("--triton-config", default=None, help="KEY=V,...,num_warps=W: no autotuning")
+    ap.add_argument("--l2", action="append", default=[], choices=["dirty", "clean", "none"])
     args = ap.parse_args()
 
     import torch
@@ -59,13 +75,81 @@ def main():
                 k = loaded.setdefault(str(st.code_path), None) or device.load(st.code_path)
                 loaded[str(st.code_path)] = k
                 launches.append((k, *k.prepare(st.values(outs, scratch), st.rows)))
-            for _ in range(args.reps):
+            def rep():
                 for k, raw, grid in launches:
                     k.launch(raw, grid, stream)
-            torch.cuda.synchronize()
+            profiled(torch, rep, args.reps)
             print(f"{p.name}: {plan.config}: {len(launches)} launches x {args.reps}", flush=True)
+            report_l2_times(torch, rep, args.l2, f"{p.name}: {plan.config}")
             del outs, scratch
+        if args.triton:
+            run_triton(torch, p, args)
         p.free()
+
+
+def profiled(torch, rep, reps):
+    """One warm-up rep, then `reps` inside the profiler's range."""
+    rep()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    for _ in range(reps):
+        rep()
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+def report_l2_times(torch, rep, modes, label, reps=200):
+    if not modes:
+        return
+    buf = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    prepare = {"dirty": buf.zero_, "clean": lambda: buf.max(), "none": lambda: None}
+    times = []
+    for mode in modes:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        for start, end in events:
+            prepare[mode]()
+            start.record()
+            rep()
+            end.record()
+        torch.cuda.synchronize()
+        samples = sorted(start.elapsed_time(end) * 1e3 for start, end in events)
+        times.append(f"{mode} {samples[reps // 2]:.1f}")
+    print(f"{label}: median us, L2 {', '.join(times)}", flush=True)
+
+
+def run_triton(torch, p, args):
+    import triton_baselines
+    if p.kernel not in triton_baselines.IMPLEMENTATIONS:
+        print(f"{p.name}: no Triton baseline", flush=True)
+        return
+    fn, tuner = triton_baselines.IMPLEMENTATIONS[p.kernel]
+    if args.triton_config:
+        import triton
+        values = dict(kv.split("=") for kv in args.triton_config.split(","))
+        warps = int(values.pop("num_warps", 4))
+        tuner.configs = [triton.Config({k: int(v) for k, v in values.items()}, num_warps=warps, num_stages=1)]
+    profiled(torch, lambda: fn(*p.args), args.reps)  # the warm-up call autotunes
+    config = triton_baselines.best_config(p.kernel)
+    print(f"{p.name}: triton {config} x {args.reps}", flush=True)
+    report_l2_times(torch, lambda: fn(*p.args), args.l2, f"{p.name}: triton {config}")
+    if args.triton_ptx:
+        for name, kernel in compiled_triton_kernels(tuner):
+            out = pathlib.Path(args.triton_ptx) / f"{p.name.replace(':', '_')}.{name}.ptx"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(kernel.asm["ptx"])
+            print(f"  {out.name}: {kernel.n_regs} registers, {kernel.metadata.num_warps} warps", flush=True)
+
+
+def compiled_triton_kernels(tuner):
+    """(name, CompiledKernel) of every specialization a @triton.autotune'd kernel compiled (the
+    tuned configs included); _Tuner baselines (several launches) are not walked."""
+    fn = getattr(tuner, "fn", None)
+    caches = getattr(fn, "device_caches", {}) if fn is not None else {}
+    for entry in caches.values():
+        cache = entry[0] if isinstance(entry, tuple) else entry
+        for i, kernel in enumerate(cache.values()):
+            if hasattr(kernel, "asm") and "ptx" in kernel.asm:
+                yield f"{fn.__name__}.{i}", kernel
 
 
 if __name__ == "__main__":

@@ -242,7 +242,15 @@ class KernelEmitter {
   Value applyScalar(OpCode code, Dtype operandType, ArrayRef<Value> xs, Dtype resultType);
   Value castValue(Value v, Dtype from, Dtype to);
   Value sqrtValue(Value v);
+  Value rsqrtValue(Value v);
   Value expValue(Value v);
+  /// `intrinsic` (f32 -> f32) on every element of v.
+  Value perElementIntrinsic(Value v, const char* intrinsic);
+  /// The DSL's float arithmetic: a product feeding a sum may fuse into one FMA (one rounding
+  /// instead of two, never less accurate). The MX encoders build their exact scalings without it.
+  Value addF(Value a, Value c);
+  Value subF(Value a, Value c);
+  Value mulF(Value a, Value c);
   Value combine(OpCode reduce, Value a, Value c);
   Value identityFor(OpCode reduce);
 

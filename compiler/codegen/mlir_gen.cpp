@@ -385,7 +385,7 @@ Value KernelEmitter::combine(OpCode reduce, Value a, Value c) {
     case OpCode::ReduceMin:
       return isFloat ? Value(arith::MinimumFOp::create(b_, a, c)) : Value(arith::MinSIOp::create(b_, a, c));
     default:
-      return isFloat ? Value(arith::AddFOp::create(b_, a, c)) : Value(arith::AddIOp::create(b_, a, c));
+      return isFloat ? addF(a, c) : Value(arith::AddIOp::create(b_, a, c));
   }
 }
 
@@ -414,41 +414,50 @@ Value KernelEmitter::castValue(Value v, Dtype from, Dtype to) {
   return arith::ExtSIOp::create(b_, ty, v);
 }
 
-/// Correctly rounded square root without a device math library: NVPTX's sqrt.rn through its
-/// intrinsic (the generic llvm.sqrt would become a libdevice call), llvm.sqrt on AMDGPU.
-Value KernelEmitter::sqrtValue(Value v) {
-  const char* intrinsic = target_.backend == Backend::NVVM ? "llvm.nvvm.sqrt.rn.f" : "llvm.sqrt.f32";
-  auto scalarSqrt = [&](Value x) {
+Value KernelEmitter::perElementIntrinsic(Value v, const char* intrinsic) {
+  auto scalar = [&](Value x) {
     return LLVM::CallIntrinsicOp::create(b_, b_.getF32Type(), b_.getStringAttr(intrinsic), ValueRange{x})
         .getResult(0);
   };
   auto vt = dyn_cast<VectorType>(v.getType());
-  if (!vt) return scalarSqrt(v);
+  if (!vt) return scalar(v);
   Value result = v;
   for (int64_t i = 0; i < vt.getNumElements(); ++i) {
-    Value e = scalarSqrt(vector::ExtractOp::create(b_, v, ArrayRef<int64_t>{i}));
+    Value e = scalar(vector::ExtractOp::create(b_, v, ArrayRef<int64_t>{i}));
     result = vector::InsertOp::create(b_, e, result, ArrayRef<int64_t>{i});
   }
   return result;
 }
 
+/// Correctly rounded square root without a device math library: NVPTX's sqrt.rn through its
+/// intrinsic (the generic llvm.sqrt would become a libdevice call), llvm.sqrt on AMDGPU.
+Value KernelEmitter::sqrtValue(Value v) {
+  return perElementIntrinsic(v, target_.backend == Backend::NVVM ? "llvm.nvvm.sqrt.rn.f" : "llvm.sqrt.f32");
+}
+
+/// 1/sqrt(x) in one hardware instruction (rsqrt.approx.f32: relative error below 2^-22.9;
+/// v_rsq_f32: 1 ulp) instead of a rounded square root and a rounded reciprocal, each a sequence
+/// with a slow path. Its users normalise by it (rstd), where that error is far below the bf16
+/// rounding of the results.
+Value KernelEmitter::rsqrtValue(Value v) {
+  return perElementIntrinsic(v, target_.backend == Backend::NVVM ? "llvm.nvvm.rsqrt.approx.f" : "llvm.amdgcn.rsq.f32");
+}
+
 /// exp(x) = 2^(x*log2(e)) through the hardware base-2 exponential (≈2 ulp in f32).
 Value KernelEmitter::expValue(Value v) {
-  const char* intrinsic = target_.backend == Backend::NVVM ? "llvm.nvvm.ex2.approx.f32" : "llvm.amdgcn.exp2.f32";
-  auto scalarExp = [&](Value x) {
-    Value log2e = arith::ConstantOp::create(b_, b_.getF32FloatAttr(1.4426950408889634f));
-    Value scaled = arith::MulFOp::create(b_, x, log2e);
-    return LLVM::CallIntrinsicOp::create(b_, b_.getF32Type(), b_.getStringAttr(intrinsic), ValueRange{scaled})
-        .getResult(0);
-  };
-  auto vt = dyn_cast<VectorType>(v.getType());
-  if (!vt) return scalarExp(v);
-  Value result = v;
-  for (int64_t i = 0; i < vt.getNumElements(); ++i) {
-    Value e = scalarExp(vector::ExtractOp::create(b_, v, ArrayRef<int64_t>{i}));
-    result = vector::InsertOp::create(b_, e, result, ArrayRef<int64_t>{i});
-  }
-  return result;
+  Value log2e = splat(v.getType(), b_.getF32FloatAttr(1.4426950408889634f));
+  return perElementIntrinsic(mulF(v, log2e),
+                             target_.backend == Backend::NVVM ? "llvm.nvvm.ex2.approx.f32" : "llvm.amdgcn.exp2.f32");
+}
+
+Value KernelEmitter::addF(Value a, Value c) {
+  return arith::AddFOp::create(b_, a, c, arith::FastMathFlags::contract);
+}
+Value KernelEmitter::subF(Value a, Value c) {
+  return arith::SubFOp::create(b_, a, c, arith::FastMathFlags::contract);
+}
+Value KernelEmitter::mulF(Value a, Value c) {
+  return arith::MulFOp::create(b_, a, c, arith::FastMathFlags::contract);
 }
 
 Value KernelEmitter::applyScalar(OpCode code, Dtype t, ArrayRef<Value> x, Dtype resultType) {
@@ -474,18 +483,15 @@ Value KernelEmitter::applyScalar(OpCode code, Dtype t, ArrayRef<Value> x, Dtype 
       return arith::BitcastOp::create(b_, x[0].getType(), arith::AndIOp::create(b_, bits, m));
     }
     case OpCode::Sqrt: return sqrtValue(x[0]);
-    case OpCode::Rsqrt: {
-      Value one = splat(x[0].getType(), b_.getFloatAttr(getElementTypeOrSelf(x[0].getType()), 1.0));
-      return arith::DivFOp::create(b_, one, sqrtValue(x[0]));
-    }
+    case OpCode::Rsqrt: return rsqrtValue(x[0]);
     case OpCode::Exp: return expValue(x[0]);
     case OpCode::Not: {
       Value one = arith::ConstantOp::create(b_, b_.getOneAttr(x[0].getType()));
       return arith::XOrIOp::create(b_, x[0], one);
     }
-    case OpCode::Add: return f ? Value(arith::AddFOp::create(b_, x[0], x[1])) : Value(arith::AddIOp::create(b_, x[0], x[1]));
-    case OpCode::Sub: return f ? Value(arith::SubFOp::create(b_, x[0], x[1])) : Value(arith::SubIOp::create(b_, x[0], x[1]));
-    case OpCode::Mul: return f ? Value(arith::MulFOp::create(b_, x[0], x[1])) : Value(arith::MulIOp::create(b_, x[0], x[1]));
+    case OpCode::Add: return f ? addF(x[0], x[1]) : Value(arith::AddIOp::create(b_, x[0], x[1]));
+    case OpCode::Sub: return f ? subF(x[0], x[1]) : Value(arith::SubIOp::create(b_, x[0], x[1]));
+    case OpCode::Mul: return f ? mulF(x[0], x[1]) : Value(arith::MulIOp::create(b_, x[0], x[1]));
     case OpCode::Div: return f ? Value(arith::DivFOp::create(b_, x[0], x[1])) : Value(arith::DivSIOp::create(b_, x[0], x[1]));
     case OpCode::Rem: return f ? Value(arith::RemFOp::create(b_, x[0], x[1])) : Value(arith::RemSIOp::create(b_, x[0], x[1]));
     case OpCode::Min: return f ? Value(arith::MinimumFOp::create(b_, x[0], x[1])) : Value(arith::MinSIOp::create(b_, x[0], x[1]));

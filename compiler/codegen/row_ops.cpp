@@ -120,8 +120,8 @@ LogicalResult KernelEmitter::emitRotatePairs(const kir::Op& op, int id) {
     Value sinv = values_[op.operands[2]].chunks[c];
     Value a = vector::ShuffleOp::create(b_, v, v, evens);
     Value bb = vector::ShuffleOp::create(b_, v, v, odds);
-    Value first = arith::SubFOp::create(b_, arith::MulFOp::create(b_, cosv, a), arith::MulFOp::create(b_, sinv, bb));
-    Value second = arith::AddFOp::create(b_, arith::MulFOp::create(b_, sinv, a), arith::MulFOp::create(b_, cosv, bb));
+    Value first = subF(mulF(cosv, a), mulF(sinv, bb));
+    Value second = addF(mulF(sinv, a), mulF(cosv, bb));
     values_[id].chunks.push_back(vector::ShuffleOp::create(b_, first, second, interleave));
   }
   return success();
