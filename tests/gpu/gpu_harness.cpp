@@ -133,6 +133,14 @@ std::string Bf16Check::summary() const {
   return buf;
 }
 
+void Bf16Check::merge(const Bf16Check& other) {
+  maxUlp = std::max(maxUlp, other.maxUlp);
+  maxBoundFraction = std::max(maxBoundFraction, other.maxBoundFraction);
+  beyondOneUlp += other.beyondOneUlp;
+  beyondBound += other.beyondBound;
+  nonFinite += other.nonFinite;
+}
+
 void Bf16Check::expectOk(const char* what) const {
   EXPECT_EQ(nonFinite, 0) << what;
   EXPECT_EQ(beyondBound, 0) << what;

@@ -2,12 +2,15 @@
 // one opened device per process (tests skip when none opens), and deterministic random data.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "compiler/frontend/kir.h"
@@ -60,7 +63,37 @@ struct Bf16Check {
   std::string summary() const;
   /// Fails the current test (gtest) on a non-finite output or one beyond its bound.
   void expectOk(const char* what) const;
+  /// Adds another part's counts and maxima (the order of the parts does not matter).
+  void merge(const Bf16Check& other);
 };
+
+template <typename Part>
+void mergeInto(Part& into, const Part& from) {
+  into.merge(from);
+}
+template <typename Part, size_t N>
+void mergeInto(std::array<Part, N>& into, const std::array<Part, N>& from) {
+  for (size_t i = 0; i < N; ++i) into[i].merge(from[i]);
+}
+
+/// Runs check(begin, end, part) over contiguous ranges of [0, n) on every core, each range into
+/// its own default-constructed Part, and merges the parts (Part::merge, or each element of a
+/// std::array of them). Checks of tens of millions of elements against their fp64 references,
+/// once per code object, are otherwise a large share of a GPU test's time. `check` may only
+/// write to its part.
+template <typename Part, typename Check>
+Part checkInParallel(int64_t n, const Check& check) {
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(n, std::thread::hardware_concurrency()));
+  const int64_t chunk = n > 0 ? (n + workers - 1) / workers : 0;
+  std::vector<Part> parts(workers);
+  std::vector<std::thread> pool;
+  for (int64_t w = 0; w < workers && w * chunk < n; ++w)
+    pool.emplace_back([&, w] { check(w * chunk, std::min(n, (w + 1) * chunk), parts[w]); });
+  for (std::thread& t : pool) t.join();
+  Part total{};
+  for (const Part& part : parts) mergeInto(total, part);
+  return total;
+}
 
 /// Device memory for one launch: uploaded inputs and NaN-poisoned (0xFF bytes) outputs, freed
 /// together.

@@ -16,6 +16,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -154,16 +155,18 @@ TEST_P(LnModulateBwdPerTokenGpu, MatchesFp64InterpreterAndIsDeterministic) {
     ASSERT_TRUE(first.isOk()) << first.status().message();
     auto second = runPerToken(*dev, obj, *kernel, in);
     ASSERT_TRUE(second.isOk()) << second.status().message();
-    gputest::Bf16Check dxCheck, dscaleCheck;
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<double> terms = dxTerms(in, t, t);
-      for (int64_t j = 0; j < kD; ++j) {
-        int64_t i = t * kD + j;
-        dxCheck.add(first->dx[i], dx64[i], std::ldexp(terms[j], -20));
-        double dscaleTerms = std::fabs(interp::bf16ToDouble(in.g[i])) * xhMagnitude(in, t, j);
-        dscaleCheck.add(first->dscale[i], dscale64[i], std::ldexp(dscaleTerms, -20));
-      }
-    }
+    auto [dxCheck, dscaleCheck] = gputest::checkInParallel<std::array<gputest::Bf16Check, 2>>(
+        T, [&](int64_t begin, int64_t end, std::array<gputest::Bf16Check, 2>& checks) {
+          for (int64_t t = begin; t < end; ++t) {
+            std::vector<double> terms = dxTerms(in, t, t);
+            for (int64_t j = 0; j < kD; ++j) {
+              int64_t i = t * kD + j;
+              checks[0].add(first->dx[i], dx64[i], std::ldexp(terms[j], -20));
+              double dscaleTerms = std::fabs(interp::bf16ToDouble(in.g[i])) * xhMagnitude(in, t, j);
+              checks[1].add(first->dscale[i], dscale64[i], std::ldexp(dscaleTerms, -20));
+            }
+          }
+        });
     bool dshiftExact = first->dshift == in.g;
     bool identical = *first == *second;
     std::printf("RESULT %s %-24s T=%-6lld dx: %s | dscale: %s | dshift_exact=%s deterministic=%s\n", name,
@@ -295,12 +298,15 @@ TEST_P(LnModulateBwdPerSampleGpu, MatchesFp64InterpreterAndIsDeterministic) {
       ASSERT_TRUE(first.isOk()) << first.status().message();
       auto second = runPerSample(*dev, bwdObj, *bwd, reduceObj, *reduce, sh, in);
       ASSERT_TRUE(second.isOk()) << second.status().message();
-      gputest::Bf16Check dxCheck, dsCheck, dhCheck;
-      for (int64_t t = 0; t < T; ++t) {
-        int64_t b = sh.sequenceMajor ? t % B : t / S;
-        std::vector<double> terms = dxTerms(in, t, b);
-        for (int64_t c = 0; c < kD; ++c) dxCheck.add(first->dx[t * kD + c], dx64[t * kD + c], std::ldexp(terms[c], -20));
-      }
+      gputest::Bf16Check dsCheck, dhCheck;
+      gputest::Bf16Check dxCheck = gputest::checkInParallel<gputest::Bf16Check>(
+          T, [&](int64_t begin, int64_t end, gputest::Bf16Check& check) {
+            for (int64_t t = begin; t < end; ++t) {
+              int64_t b = sh.sequenceMajor ? t % B : t / S;
+              std::vector<double> terms = dxTerms(in, t, b);
+              for (int64_t c = 0; c < kD; ++c) check.add(first->dx[t * kD + c], dx64[t * kD + c], std::ldexp(terms[c], -20));
+            }
+          });
       for (int64_t i = 0; i < B * kD; ++i) {
         dsCheck.add(first->dscale[i], ds64[i], accumulation * dsMag[i]);
         dhCheck.add(first->dshift[i], dh64[i], accumulation * dhMag[i]);

@@ -154,12 +154,20 @@ Expected<GpuOutputs> runOnGpu(rt::Device& dev, const rt::LoadedKernel& k, const 
 struct Errors {
   double meanRel = 0, rstdRel = 0, yMaxUlp = 0, yMaxBoundFraction = 0;
   int64_t beyondOneUlp = 0, beyondCancellationBound = 0, nonFinite = 0;
+  void merge(const Errors& o) {
+    meanRel = std::max(meanRel, o.meanRel);
+    rstdRel = std::max(rstdRel, o.rstdRel);
+    yMaxUlp = std::max(yMaxUlp, o.yMaxUlp);
+    yMaxBoundFraction = std::max(yMaxBoundFraction, o.yMaxBoundFraction);
+    beyondOneUlp += o.beyondOneUlp;
+    beyondCancellationBound += o.beyondCancellationBound;
+    nonFinite += o.nonFinite;
+  }
 };
 
-Errors compare(const HostProblem& p, const GpuOutputs& g) {
-  Errors e;
-  int64_t T = p.shape.tokens;
-  for (int64_t t = 0; t < T; ++t) {
+/// Tokens [begin, end) of the GPU's outputs against the fp64 reference, into `e`.
+void compareTokens(const HostProblem& p, const GpuOutputs& g, int64_t begin, int64_t end, Errors& e) {
+  for (int64_t t = begin; t < end; ++t) {
     if (!std::isfinite(g.mean[t]) || !std::isfinite(g.rstd[t])) ++e.nonFinite;
     e.meanRel = std::max(e.meanRel, std::fabs(g.mean[t] - p.mean64[t]) / std::fabs(p.mean64[t]));
     e.rstdRel = std::max(e.rstdRel, std::fabs(g.rstd[t] - p.rstd64[t]) / std::fabs(p.rstd64[t]));
@@ -183,7 +191,11 @@ Errors compare(const HostProblem& p, const GpuOutputs& g) {
       if (std::fabs(gpu - ref) > bound) ++e.beyondCancellationBound;
     }
   }
-  return e;
+}
+
+Errors compare(const HostProblem& p, const GpuOutputs& g) {
+  return gputest::checkInParallel<Errors>(
+      p.shape.tokens, [&](int64_t begin, int64_t end, Errors& e) { compareTokens(p, g, begin, end, e); });
 }
 
 class LnModulateGpu : public ::testing::TestWithParam<std::tuple<Variant, Shape>> {};

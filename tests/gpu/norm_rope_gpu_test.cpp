@@ -238,14 +238,25 @@ Expected<Outputs> runQkvOnGpu(rt::Device& dev, const gputest::CodeObject& obj, c
 struct Errors {
   double rstdRel = 0, maxUlp = 0, maxBoundFraction = 0;
   int64_t beyondOneUlp = 0, beyondBound = 0, vMismatches = 0, nonFinite = 0;
+  void merge(const Errors& o) {
+    rstdRel = std::max(rstdRel, o.rstdRel);
+    maxUlp = std::max(maxUlp, o.maxUlp);
+    maxBoundFraction = std::max(maxBoundFraction, o.maxBoundFraction);
+    beyondOneUlp += o.beyondOneUlp;
+    beyondBound += o.beyondBound;
+    vMismatches += o.vMismatches;
+    nonFinite += o.nonFinite;
+  }
 };
 
-/// Compares one rotated output (q or k) against its fp64 shadow with the bound of the header.
-void compareRotated(const Problem& p, int part, const std::vector<uint16_t>& gpu, const std::vector<double>& ref,
-                    const std::vector<double>& rstd64, const std::vector<uint16_t>& weight,
-                    const std::vector<float>& cosTable, const std::vector<float>& sinTable, Errors& e) {
+/// Tokens [begin, end) of one rotated output (q or k) against its fp64 shadow with the bound of
+/// the header.
+void compareRotatedTokens(const Problem& p, int part, const std::vector<uint16_t>& gpu, const std::vector<double>& ref,
+                          const std::vector<double>& rstd64, const std::vector<uint16_t>& weight,
+                          const std::vector<float>& cosTable, const std::vector<float>& sinTable, int64_t begin,
+                          int64_t end, Errors& e) {
   const Shape& s = p.shape;
-  for (int64_t t = 0; t < s.tokens; ++t) {
+  for (int64_t t = begin; t < end; ++t) {
     int64_t pos = (t / s.posDiv) % s.positions;
     for (int64_t h = 0; h < s.heads; ++h) {
       int64_t row = t * s.heads + h;
@@ -269,6 +280,15 @@ void compareRotated(const Problem& p, int part, const std::vector<uint16_t>& gpu
       }
     }
   }
+}
+
+/// Compares one rotated output (q or k), all tokens on every core, adding to `e`.
+void compareRotated(const Problem& p, int part, const std::vector<uint16_t>& gpu, const std::vector<double>& ref,
+                    const std::vector<double>& rstd64, const std::vector<uint16_t>& weight,
+                    const std::vector<float>& cosTable, const std::vector<float>& sinTable, Errors& e) {
+  e.merge(gputest::checkInParallel<Errors>(p.shape.tokens, [&](int64_t begin, int64_t end, Errors& into) {
+    compareRotatedTokens(p, part, gpu, ref, rstd64, weight, cosTable, sinTable, begin, end, into);
+  }));
 }
 
 /// A forward RESULT line: `label` (the layout, or the part and layout) padded to `labelWidth`;
@@ -599,6 +619,28 @@ void addGradRow(gputest::Bf16Check& check, const std::vector<uint16_t>& dqkv, co
   for (int64_t c = 0; c < kDh; ++c) check.add(dqkv[base + c], ref[base - refOffset + c], std::ldexp(terms[base + c], -20));
 }
 
+/// dq and dk of a whole d(mixed_qkv) against their fp64 shadow (indexed like it), and the rows
+/// whose dV is not a bit-exact copy of `dv`.
+struct QkvGradCheck {
+  gputest::Bf16Check dqk;
+  int64_t dvMismatchRows = 0;
+  void merge(const QkvGradCheck& o) {
+    dqk.merge(o.dqk);
+    dvMismatchRows += o.dvMismatchRows;
+  }
+};
+
+QkvGradCheck checkQkvGrad(const Problem& p, const std::vector<uint16_t>& dqkv, const std::vector<double>& dqkv64,
+                          const std::vector<double>& terms, const std::vector<uint16_t>& dv) {
+  int64_t rows = p.shape.tokens * p.shape.heads;
+  return gputest::checkInParallel<QkvGradCheck>(rows, [&](int64_t begin, int64_t end, QkvGradCheck& c) {
+    for (int64_t r = begin; r < end; ++r) {
+      for (int part = 0; part < 2; ++part) addGradRow(c.dqk, dqkv, dqkv64, 0, terms, rowBase(p, r, part));
+      c.dvMismatchRows += std::memcmp(&dqkv[rowBase(p, r, 2)], &dv[r * kDh], kDh * 2) != 0;
+    }
+  });
+}
+
 /// dw (f32) against exact dw64: |gpu - ref| <= accumulation * dwMag (a NaN counts as beyond).
 struct DwCheck {
   double maxFraction = 0;
@@ -669,14 +711,9 @@ TEST_P(NormRopeQkvBwdGpu, MatchesFp64InterpreterAndIsDeterministic) {
       [&](const gputest::CodeObject& bwdObj, const kir::Kernel& bwd, const gputest::CodeObject& reduceObj,
           const kir::Kernel& reduce) { return runBwdOnGpu(*dev, bwdObj, bwd, reduceObj, reduce, p, in, partials); },
       [&](const gputest::CodeObject& bwdObj, const BwdOutputs& out, bool identical) {
-        gputest::Bf16Check dqk;
-        int64_t dvMismatchRows = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int part = 0; part < 2; ++part) addGradRow(dqk, out.dqkv, dqkv64, 0, terms, rowBase(p, r, part));
-          dvMismatchRows += std::memcmp(&out.dqkv[rowBase(p, r, 2)], &in.dv[r * kDh], kDh * 2) != 0;
-        }
-        reportBwd("norm_rope_qkv_bwd", 8, layoutName(layout), bwdObj, shape, partials, "dq/dk", dqk, "dv_mismatch_rows",
-                  dvMismatchRows, checkDw(out.dw, dw64, dwMag, accumulation), identical);
+        QkvGradCheck grad = checkQkvGrad(p, out.dqkv, dqkv64, terms, in.dv);
+        reportBwd("norm_rope_qkv_bwd", 8, layoutName(layout), bwdObj, shape, partials, "dq/dk", grad.dqk, "dv_mismatch_rows",
+                  grad.dvMismatchRows, checkDw(out.dw, dw64, dwMag, accumulation), identical);
       });
 }
 
@@ -779,8 +816,10 @@ TEST_P(NormRopeBwdGpu, StridedDxIntoMixedQkvMatchesFp64InterpreterAndIsDetermini
         return runBwdPartOnGpu(*dev, bwdObj, bwd, reduceObj, reduce, p, part, dy, rstd, partials);
       },
       [&](const gputest::CodeObject& bwdObj, const BwdPartOutputs& out, bool identical) {
-        gputest::Bf16Check dx;
-        for (int64_t r = 0; r < rows; ++r) addGradRow(dx, out.dqkv, dx64, offset, terms, rowBase(p, r, part));
+        gputest::Bf16Check dx = gputest::checkInParallel<gputest::Bf16Check>(
+            rows, [&](int64_t begin, int64_t end, gputest::Bf16Check& check) {
+              for (int64_t r = begin; r < end; ++r) addGradRow(check, out.dqkv, dx64, offset, terms, rowBase(p, r, part));
+            });
         // Element i of d(mixed_qkv) belongs to part ((i % token stride) / part stride) % 3: Megatron
         // (i % (3*H*128)) / 128 = 3h + part, blocked (i % (3*H*128)) / (H*128) = part.
         int64_t otherChanged = 0;
@@ -953,14 +992,10 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
       ASSERT_TRUE(second.isOk()) << second.status().message();
       auto format = mx::ElementFormat(kernel->config.at("FMT"));
       auto mode = mx::ScaleMode(kernel->config.at("MODE"));
-      gputest::Bf16Check dqk;
-      int64_t dvMismatchRows = 0, blobBytes = 0;
+      QkvGradCheck grad;
+      int64_t blobBytes = 0;
       if (bf16Out) {
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int part = 0; part < 2; ++part)
-            addGradRow(dqk, first->dqkv, ref.dqkv64, 0, ref.terms, rowBase(p, r, part));
-          dvMismatchRows += std::memcmp(&first->dqkv[rowBase(p, r, 2)], &in.dv[r * kDh], kDh * 2) != 0;
-        }
+        grad = checkQkvGrad(p, first->dqkv, ref.dqkv64, ref.terms, in.dv);
         Expected<mx::DualBlobs> blobs = mx::packDual(first->dqkv, shape.tokens, C, format, mode);
         ASSERT_TRUE(blobs.isOk()) << blobs.status().message();
         blobBytes = differingBytes(first->rowData, blobs->rows.data) +
@@ -984,11 +1019,11 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
                   name, layoutName(layout), gputest::configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.heads,
                   (long long)partials, mx::elementFormatName(format), mx::scaleModeName(mode), (long long)blobBytes,
                   bf16Out ? "packDual of its bf16 output" : "the _bf16 kernel's blobs",
-                  bf16Out ? dqk.summary().c_str() : "-", (long long)dvMismatchRows, dw.maxFraction,
+                  bf16Out ? grad.dqk.summary().c_str() : "-", (long long)grad.dvMismatchRows, dw.maxFraction,
                   (long long)dw.beyond, identical ? "yes" : "NO");
-      if (bf16Out) dqk.expectOk("dq/dk");
+      if (bf16Out) grad.dqk.expectOk("dq/dk");
       EXPECT_EQ(blobBytes, 0);
-      EXPECT_EQ(dvMismatchRows, 0);
+      EXPECT_EQ(grad.dvMismatchRows, 0);
       EXPECT_EQ(dw.beyond, 0);
       EXPECT_TRUE(identical);
     }
@@ -1029,14 +1064,9 @@ TEST_P(NormRopeQkvBwdTilesGpu, MatchesFp64InterpreterAndIsDeterministic) {
         return runTilesOnGpu(*dev, obj, kernel, reduceObjects.front(), *reduce, p, in, false, true);
       },
       [&](const gputest::CodeObject& obj, const PrologueOutputs& out, bool identical) {
-        gputest::Bf16Check dqk;
-        int64_t dvMismatchRows = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int part = 0; part < 2; ++part) addGradRow(dqk, out.dqkv, ref.dqkv64, 0, ref.terms, rowBase(p, r, part));
-          dvMismatchRows += std::memcmp(&out.dqkv[rowBase(p, r, 2)], &in.dv[r * kDh], kDh * 2) != 0;
-        }
-        reportBwd("norm_rope_qkv_bwd_tiles", 8, layoutName(layout), obj, shape, partials, "dq/dk", dqk,
-                  "dv_mismatch_rows", dvMismatchRows, checkDw(out.dw, ref.dw64, ref.dwMag, accumulation), identical);
+        QkvGradCheck grad = checkQkvGrad(p, out.dqkv, ref.dqkv64, ref.terms, in.dv);
+        reportBwd("norm_rope_qkv_bwd_tiles", 8, layoutName(layout), obj, shape, partials, "dq/dk", grad.dqk,
+                  "dv_mismatch_rows", grad.dvMismatchRows, checkDw(out.dw, ref.dw64, ref.dwMag, accumulation), identical);
       });
 }
 
