@@ -20,6 +20,7 @@ import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TARGETS = ("gfx942", "gfx950")
+NVIDIA_ONLY = ("ASYNC", "PREDICATE")  # tunables mxfp6c refuses for AMD at values other than 0
 
 
 def kernel_sources():
@@ -50,11 +51,13 @@ def compile_for(mxfp6c, source, kernel, config, target, folder):
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         message = done.stderr.strip() or f"mxfp6c exited {done.returncode}"
-        # Asynchronous copies (ASYNC > 0) are NVIDIA's: mxfp6c refuses them for AMD. The same
-        # schedule without them (rows carried in registers) is what AMD would run: report that.
-        if config.get("ASYNC", 0) > 0 and "use ASYNC = 0 there" in message:
-            resources = compile_for(mxfp6c, source, kernel, {**config, "ASYNC": 0}, target, folder)
-            return {**resources, "without_async": True}
+        # Asynchronous copies (ASYNC > 0) and predicated stores (PREDICATE = 1) are NVIDIA's:
+        # mxfp6c refuses them for AMD. The same schedule without them (rows carried in registers,
+        # stores in a branch) is what AMD would run: report that, naming what was left out.
+        for key in NVIDIA_ONLY:
+            if config.get(key, 0) > 0 and f"use {key} = 0 there" in message:
+                resources = compile_for(mxfp6c, source, kernel, {**config, key: 0}, target, folder)
+                return {**resources, "nvidia_only_dropped": [key] + resources.get("nvidia_only_dropped", [])}
         return {"error": message}
     return json.loads(pathlib.Path(str(out) + ".json").read_text())["resources"]
 
@@ -82,8 +85,8 @@ def markdown(rows, command):
         "Registers per thread (sm_90) / VGPRs (AMD), SGPRs, static shared memory / LDS in bytes, and the",
         "estimated occupancy: resident warps (waves) over the maximum, with resident programs per SM/CU",
         "and the bound (compiler/codegen/occupancy.cpp, from the published per-SM/CU limits). AMD has no",
-        "asynchronous copies: mxfp6c refuses ASYNC > 0 there, and those rows report the same schedule at",
-        "ASYNC = 0, marked (ASYNC=0).", "",
+        "asynchronous copies or predicated stores: mxfp6c refuses ASYNC > 0 and PREDICATE = 1 there, and",
+        "those rows report the same schedule without them, marked (ASYNC=0) or (PREDICATE=0).", "",
         "| kernel | config | block | sm_90 regs | sm_90 shared | sm_90 occupancy | gfx942 VGPRs | gfx942 SGPRs "
         "| gfx942 LDS | gfx942 occupancy | gfx950 VGPRs | gfx950 SGPRs | gfx950 LDS | gfx950 occupancy |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -97,7 +100,7 @@ def markdown(rows, command):
             if "error" in res:
                 cells += ["error: " + res["error"].splitlines()[0], "", "", ""]
                 continue
-            mark = " (ASYNC=0)" if res.get("without_async") else ""
+            mark = "".join(f" ({key}=0)" for key in res.get("nvidia_only_dropped", []))
             cells += [str(res.get("registers", "-")) + mark, str(res.get("sgprs", "-")), str(res.get("shared_bytes", "-")),
                       occupancy_text(res)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -119,8 +122,9 @@ def main(argv=None):
     out.write_text(markdown(rows, command))
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
     errors = sum("error" in r[t] for r in rows for t in TARGETS)
-    without = sum(bool(r[t].get("without_async")) for r in rows for t in TARGETS)
-    print(f"{len(rows)} code objects, {errors} AMD compile errors, {without} AMD compiles at ASYNC=0 -> {out}")
+    without = sum(bool(r[t].get("nvidia_only_dropped")) for r in rows for t in TARGETS)
+    print(f"{len(rows)} code objects, {errors} AMD compile errors, {without} AMD compiles without ASYNC or "
+          f"PREDICATE -> {out}")
     return 1 if errors else 0
 
 

@@ -150,6 +150,11 @@ class KernelEmitter {
   /// ASYNC = d (NVIDIA): the streamed loads of pipelined loops are copied to shared memory
   /// asynchronously, d trips ahead; 0 without.
   int64_t asyncDepth() const;
+  // predicated_stores.cpp
+  /// PREDICATE = 1: stores carry a predicate instead of sitting in a branch.
+  bool predicatesStores() const;
+  /// Stores `bytes` bytes of `value` (a scalar or a vector) at `ptr` where `cond` holds.
+  void predicatedStore(Value cond, Value value, Value ptr, int64_t bytes, int64_t align);
   /// Whether the scalar `id` takes a new value each trip of the loop `forId` (pipeline.cpp).
   bool advancesWithTrip(int id, int forId) const;
   /// Whether `load` can be copied asynchronously: every chunk one aligned 4-, 8- or 16-byte

@@ -123,6 +123,12 @@ LogicalResult KernelEmitter::checkSchedule() {
     return fail("ASYNC = " + std::to_string(asyncDepth()) +
                 " stages loads through asynchronous copies to shared memory (cp.async), which " + target_.name +
                 " does not have; use ASYNC = 0 there");
+  if (auto p = k_.config.find("PREDICATE"); p != k_.config.end() && p->second != 0) {
+    if (p->second != 1) return fail("PREDICATE must be 0 (stores in a branch) or 1 (predicated stores)");
+    if (target_.backend != Backend::NVVM)
+      return fail("PREDICATE = 1 predicates each store with inline PTX (@p st.global), which " + target_.name +
+                  " does not run; use PREDICATE = 0 there");
+  }
   // Loops of the DSL body; the row-group loop of SERIAL has the same trips in every row.
   int loopDepth = 0;
   for (size_t i = 0; i < k_.ops.size(); ++i) {
@@ -347,6 +353,20 @@ LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
     Value first = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq,
                                         arith::RemUIOp::create(b_, lane_, constI64(l.replicas)), constI64(0));
     cond = arith::AndIOp::create(b_, cond, first);
+  }
+  if (predicatesStores() && (!slice || isContiguous(op))) {
+    int64_t elemBytes = kir::dtypeBytes(p.dtype);
+    if (!slice) {
+      predicatedStore(cond, v.scalar, elementPointer(op.param, p.dtype, base), elemBytes, elemBytes);
+      return success();
+    }
+    int64_t align = chunkAlignment(op);
+    for (int64_t c = 0; c < chunks_; ++c) {
+      Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(l, c)));
+      int64_t bytes = cast<VectorType>(v.chunks[c].getType()).getNumElements() * elemBytes;
+      predicatedStore(cond, v.chunks[c], elementPointer(op.param, p.dtype, off), bytes, align);
+    }
+    return success();
   }
   auto ifOp = scf::IfOp::create(b_, cond, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b_);

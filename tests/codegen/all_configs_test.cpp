@@ -4,7 +4,8 @@
 // space has more than kMaxConfigs configurations (the tile packers: W x ROWS x THREADS x VEC),
 // a stated sample is compiled instead: kMaxConfigs configurations evenly spaced over the
 // enumeration order (the first and the last included), plus the default and every variant.
-// Configurations with asynchronous copies (ASYNC > 0) must be refused, with the reason, on AMD.
+// Configurations with asynchronous copies (ASYNC > 0) or predicated stores (PREDICATE = 1) must
+// be refused, with the reason, on AMD.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -61,11 +62,15 @@ TEST_P(AllConfigs, CompileForEveryTarget) {
         Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, target, emit);
         // Asynchronous copies (ASYNC > 0) are NVIDIA's: elsewhere the configuration is refused
         // with the reason, never compiled into something else.
+        // Likewise predicated stores (PREDICATE = 1, inline PTX). ASYNC is checked first.
         auto async = k->config.find("ASYNC");
-        if (async != k->config.end() && async->second > 0 && target.backend != codegen::Backend::NVVM) {
+        auto predicate = k->config.find("PREDICATE");
+        bool asyncHere = async != k->config.end() && async->second > 0;
+        bool predicateHere = predicate != k->config.end() && predicate->second == 1;
+        if ((asyncHere || predicateHere) && target.backend != codegen::Backend::NVVM) {
           ASSERT_FALSE(c.isOk()) << where;
-          EXPECT_NE(c.status().message().find("does not have; use ASYNC = 0 there"), std::string::npos)
-              << where << ": " << c.status().message();
+          const char* reason = asyncHere ? "does not have; use ASYNC = 0 there" : "does not run; use PREDICATE = 0 there";
+          EXPECT_NE(c.status().message().find(reason), std::string::npos) << where << ": " << c.status().message();
           ++refused;
           continue;
         }
