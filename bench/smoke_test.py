@@ -408,10 +408,20 @@ def report_verdicts():
     assert v[4]["copy"] == "pass" and v[5]["copy"] == "miss", (v[4], v[5])
     assert [v[i]["copy"] for i in (6, 7, 8)] == ["pass", "pass", "miss"], v[6:]
     assert abs(doc["results"][0]["speedup"]["torch_compile"] - 2.0) < 1e-9
+    # A baseline is judged by its p10: Triton at a 0.3 ms median but 0.09 ms p10 beats ours' 0.1 ms.
+    fast_tenth = synthetic_doc()
+    fast_tenth["results"][0]["impls"]["triton"].update(p10_ms=0.09, ok=True)
+    fast_tenth = report.finalize(fast_tenth)["results"][0]
+    assert fast_tenth["verdict"]["triton"] == "miss", fast_tenth["verdict"]
+    assert abs(fast_tenth["speedup"]["triton"] - 0.9) < 1e-9, fast_tenth["speedup"]
     assert doc["host_launch"]["verdict_python_op"] == "pass"
     with tempfile.TemporaryDirectory() as d:
-        md = report.write(synthetic_doc(), d, "t", with_chart=False)
+        spread = synthetic_doc()
+        spread["results"][0]["impls"]["triton"].update(p10_ms=0.25, p90_ms=0.4)
+        md = report.write(spread, d, "t", with_chart=False)
         assert (pathlib.Path(d) / "t.json").is_file() and (pathlib.Path(d) / "t.md").is_file()
+    # The baselines' spread beside ours: Triton 300 µs (p10 250, p90 400), ours 100 µs.
+    assert "| 300.0 (250.0–400.0) | 100.0 (100.0–100.0) |" in md, md
     assert "| ln_modulate_fwd | T=16384 |" in md and "4.00" in md and "✗" in md and "not run (time budget)" in md, md
     assert "pass (≥85%)" in md and "miss (≥90%)" in md, md
     assert "pass (≥80%)" in md and "pass (≥75%)" in md and "miss (≥75%)" in md, md
