@@ -414,6 +414,8 @@ def report_verdicts():
     fast_tenth = report.finalize(fast_tenth)["results"][0]
     assert fast_tenth["verdict"]["triton"] == "miss", fast_tenth["verdict"]
     assert abs(fast_tenth["speedup"]["triton"] - 0.9) < 1e-9, fast_tenth["speedup"]
+    # Its TB/s comes from the same p10: 4e8 bytes in 0.09 ms.
+    assert abs(fast_tenth["impls"]["triton"]["tbps"] - 4e8 / 0.09e-3 / 1e12) < 1e-9, fast_tenth["impls"]["triton"]
     assert doc["host_launch"]["verdict_python_op"] == "pass"
     with tempfile.TemporaryDirectory() as d:
         spread = synthetic_doc()

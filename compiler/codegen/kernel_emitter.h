@@ -258,6 +258,9 @@ class KernelEmitter {
   Value subF(Value a, Value c);
   Value mulF(Value a, Value c);
   Value combine(OpCode reduce, Value a, Value c);
+  /// One butterfly step of a reduction across lanes: a lane's partial and its partner's. Every
+  /// lane must end with the same bits, so a sum is never fused with a product.
+  Value combineLanes(OpCode reduce, Value a, Value c);
   Value identityFor(OpCode reduce);
 
   MLIRContext& ctx_;

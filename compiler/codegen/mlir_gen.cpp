@@ -22,7 +22,8 @@
 //     lane 0 of each warp writes buf[slot][row][warp]; barrier
 //     every thread combines buf[slot][row][0 .. warps) in order
 //
-// Floating-point addition is commutative, so every lane ends with bit-identical results. The
+// Floating-point addition is commutative, so every lane ends with bit-identical results (the
+// exchange's adds are never contracted into FMAs: combineLanes in scalar_ops.cpp). The
 // slots form a ring, and reductions whose operands are ready together share one barrier
 // (reductions.cpp).
 //

@@ -148,7 +148,7 @@ LogicalResult KernelEmitter::emitReduce(const kir::Op& op, int id) {
   // 2. Butterfly across the threads of the row that share a warp.
   for (int64_t off = std::min(threads_, warp_) / 2; off >= 1; off /= 2) {
     auto shuffled = gpu::ShuffleOp::create(b_, partial, int32_t(off), int32_t(warp_), gpu::ShuffleMode::XOR);
-    partial = combine(op.code, partial, shuffled.getShuffleResult());
+    partial = combineLanes(op.code, partial, shuffled.getShuffleResult());
   }
   if (!reducesAcrossWarps(op)) {
     values_[id].scalar = partial;

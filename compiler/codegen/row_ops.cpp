@@ -76,7 +76,7 @@ Value KernelEmitter::groupReduceChunk(OpCode reduce, Value chunk, int64_t perThr
   // G/E stay inside the group; every lane ends with the same bits.
   for (int64_t off = group / perThread / 2; off >= 1; off /= 2) {
     auto shuffled = gpu::ShuffleOp::create(b_, acc, int32_t(off), int32_t(warp_), gpu::ShuffleMode::XOR);
-    acc = combine(reduce, acc, shuffled.getShuffleResult());
+    acc = combineLanes(reduce, acc, shuffled.getShuffleResult());
   }
   return vector::BroadcastOp::create(b_, VectorType::get({1}, acc.getType()), acc);
 }

@@ -25,6 +25,14 @@ Value KernelEmitter::identityFor(OpCode reduce) {
   }
 }
 
+Value KernelEmitter::combineLanes(OpCode reduce, Value a, Value c) {
+  // Not contracted: were a lane's own partial a lone product, the sum would fuse with it on one
+  // side of the exchange and not on the other, and the lanes would end with different bits.
+  if (reduce == OpCode::ReduceSum && isa<FloatType>(getElementTypeOrSelf(a.getType())))
+    return arith::AddFOp::create(b_, a, c);
+  return combine(reduce, a, c);
+}
+
 Value KernelEmitter::combine(OpCode reduce, Value a, Value c) {
   bool isFloat = isa<FloatType>(getElementTypeOrSelf(a.getType()));
   switch (reduce) {
