@@ -634,9 +634,8 @@ class LnModulateBwd(Problem):
     D = 3072
     # P = 32 and 64 lost to 8 with every schedule and reduction (results -5 and -9: the partials'
     # traffic grows with P, the pass gains no parallelism once registers cap it at 2 programs/SM).
-    # P = 12 is for schedules that fit 3 programs per SM (MINPROGS=3): 32 samples x 12 = 384
-    # programs, one wave on 132 SMs at T = 16384.
-    PARTIALS = (8, 12, 16)
+    # P = 12 lost to 8 as well (run -21), also where registers were capped for 3 programs per SM.
+    PARTIALS = (8, 16)
     # Minimal bytes: g, x read once, scale (B rows), mean and rstd read once; dx, dscale, dshift
     # written once. Our partials are overhead, not minimal bytes.
     BYTES = ("2*T*D (g) + 2*T*D (x) + 2*B*D (scale) + 2*4*T (mean, rstd) + 2*T*D (dx) + 2*2*B*D (dscale, dshift); "

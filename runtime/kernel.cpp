@@ -40,6 +40,50 @@ bool isBinaryImage(std::span<const std::byte> code) {
   return startsWith(kElf) || startsWith(kFatbin);
 }
 
+/// The largest row count and runtime size a launch may have: the generated code divides row
+/// indices and sizes in 32 bits (compiler/codegen/index_math.cpp).
+constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
+
+/// The runtime sizes among `args` (known from the metadata's signature) and the row count they
+/// make, against kMaxIndex. Without a signature the sizes are not known here; gridForRows still
+/// bounds the rows of launchRows and launchTensors.
+Status checkIndexRange(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
+  if (!metadata.signature) return Status::ok();
+  const KernelSignature& sig = *metadata.signature;
+  const size_t firstDim = sig.params.size();
+  std::vector<int64_t> sizes(sig.runtimeDims.size(), -1);
+  for (size_t j = 0; j < sig.abiDims.size(); ++j) {
+    size_t i = firstDim + j;
+    int64_t value = args[i].value.i64;
+    if (value < 0 || value > kMaxIndex)
+      return withKernel(metadata, Status::error("argument " + std::to_string(i) + " '" + metadata.abi[i].name +
+                                                "' is " + std::to_string(value) +
+                                                ": runtime sizes must be in [0, 2^31 - 1] (the "
+                                                "generated code divides indices in 32 bits)"));
+    sizes[sig.abiDims[j]] = value;
+  }
+  // Every launch passes here: the message is built only on failure.
+  auto extentOf = [&](const SizeSpec& extent) {
+    return extent.isConstant() ? extent.constant : sizes[extent.runtimeDim];
+  };
+  int64_t rows = 1;
+  bool tooMany = false;
+  for (const SizeSpec& extent : sig.rows) {
+    int64_t n = extentOf(extent);
+    if (n < 0) return Status::ok();  // an extent the code object does not take: nothing to bound
+    tooMany = tooMany || __builtin_mul_overflow(rows, n, &rows) || rows > kMaxIndex;
+  }
+  if (!tooMany) return Status::ok();
+  std::string names, values;
+  for (const SizeSpec& extent : sig.rows) {
+    names += (names.empty() ? "" : " * ") + (extent.name.empty() ? std::to_string(extentOf(extent)) : extent.name);
+    values += (values.empty() ? "" : " * ") + std::to_string(extentOf(extent));
+  }
+  return withKernel(metadata, Status::error("the row space " + names + " = " + values +
+                                            " exceeds 2^31 - 1 rows (the generated code indexes "
+                                            "rows in 32 bits)"));
+}
+
 }  // namespace
 
 Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
@@ -69,7 +113,7 @@ Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg
       return fail("pointer " + hexAddress(arg.value.ptr) + " is not " +
                   std::to_string(metadata.alignment) + "-byte aligned");
   }
-  return Status::ok();
+  return checkIndexRange(metadata, args);
 }
 
 Status checkGrid(const std::array<uint32_t, 3>& grid) {
@@ -89,12 +133,11 @@ Expected<std::array<uint32_t, 3>> gridForRows(const KernelMetadata& metadata, in
   if (rows < 1)
     return withKernel(metadata, Status::error("cannot make a grid for " + std::to_string(rows) +
                                               " rows (launchRows treats 0 rows as a no-op)"));
+  if (rows > kMaxIndex)
+    return withKernel(metadata, Status::error(std::to_string(rows) + " rows exceed 2^31 - 1 (the generated "
+                                              "code indexes rows in 32 bits)"));
   int64_t per = metadata.rowsPerProgram;
   int64_t programs = rows / per + (rows % per != 0 ? 1 : 0);
-  if (programs > std::numeric_limits<int32_t>::max())
-    return withKernel(metadata, Status::error(std::to_string(rows) + " rows need " +
-                                              std::to_string(programs) +
-                                              " programs, more than a grid holds"));
   return std::array<uint32_t, 3>{static_cast<uint32_t>(programs), 1, 1};
 }
 

@@ -291,6 +291,10 @@ struct LaunchArg {
 ///   "argument 0 'x' is a null pointer"
 ///   "argument 0 'x' pointer 0x7f0000000004 is not 16-byte aligned"
 ///   "argument 8 'x_token_stride' is 1001, not a multiple of 8"
+/// and, where the metadata has a signature (which says which arguments are runtime sizes), the
+/// 32-bit index range the generated code divides in:
+///   "argument 12 'S' is 2147483648: runtime sizes must be in [0, 2^31 - 1] (...)"
+///   "the row space T * H = 65536 * 32768 exceeds 2^31 - 1 rows (...)"
 Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args);
 
 /// Grid dimensions must each be >= 1 (and y, z <= 65535, the limit both vendors share).
@@ -298,7 +302,8 @@ Status checkGrid(const std::array<uint32_t, 3>& grid);
 
 /// The 1-D grid covering `rows` rows (the product of the kernel's row extents):
 /// {ceil(rows / rows_per_program), 1, 1}. rows = 0 is an error, because no grid is empty; callers
-/// that may see empty batches use LoadedKernel::launchRows, for which 0 rows is a no-op.
+/// that may see empty batches use LoadedKernel::launchRows, for which 0 rows is a no-op. More than
+/// 2^31 - 1 rows is an error: the generated code indexes rows in 32 bits.
 Expected<std::array<uint32_t, 3>> gridForRows(const KernelMetadata& metadata, int64_t rows);
 
 // ---------------------------------------------------------------------------------------------

@@ -228,6 +228,18 @@ class KernelEmitter {
   LogicalResult emitTranspose(const kir::Op& op, int id);
   /// Extent of row variable v: a runtime size argument or a constant.
   Value rowExtent(size_t v);
+  // index_math.cpp
+  /// What an integer scalar is known to fit, loosest first (the launch limits make row indices
+  /// and runtime sizes NonNegI32).
+  enum class IntRange { Any, I32, NonNegI32 };
+  IntRange intRange(int id) const;
+  /// Whether a division or remainder of operands in these ranges is exact in 32 bits.
+  static bool narrowDivision(IntRange a, IntRange b);
+  Value toI32(Value v);
+  /// The Div or Rem `op` of a and b in 32 bits (narrowDivision holds), as op's type.
+  Value narrowDivide(const kir::Op& op, Value a, Value b);
+  /// Row variable `var` of the (clamped) flat row index `row`, in 32-bit arithmetic.
+  Value rowDigit(Value row, int var);
   /// Alignment in bytes of every chunk access of `op` (slice accesses only).
   int64_t chunkAlignment(const kir::Op& op);
   /// Elements the integer value `id` (a stride, or a slice start) is a multiple of; a scalar
@@ -251,7 +263,6 @@ class KernelEmitter {
   Value expValue(Value v);
   /// `intrinsic` (f32 -> f32) on every element of v.
   Value perElementIntrinsic(Value v, const char* intrinsic);
-  LogicalResult requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, Location loc);
   /// The DSL's float arithmetic: a product feeding a sum may fuse into one FMA (one rounding
   /// instead of two, never less accurate). The MX encoders build their exact scalings without it.
   Value addF(Value a, Value c);

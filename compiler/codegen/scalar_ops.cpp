@@ -181,15 +181,34 @@ LogicalResult KernelEmitter::emitElementwise(const kir::Op& op, int id) {
     operandType = k_.ops[op.operands[0]].type.elem;
   if (op.code == OpCode::Select) operandType = op.type.elem;
 
+  // A division by a constant is a multiplication by the constant's reciprocal (rounded once to
+  // the operand type: within about 1 ulp of the quotient, exact for powers of two). A correctly
+  // rounded division is a long sequence with a slow path behind a branch (div.rn.f32), and it
+  // sits on a row's dependent path (mean = sum / D, D = 3072).
+  OpCode code = op.code;
+  const bool byConstant = code == OpCode::Div && kir::isFloat(operandType) &&
+                          k_.ops[op.operands[1]].code == OpCode::ConstFloat;
+  auto reciprocal = [&](Type like) {
+    Type elem = getElementTypeOrSelf(like);
+    return splat(like, b_.getFloatAttr(elem, 1.0 / k_.ops[op.operands[1]].fval));
+  };
+  if (byConstant) code = OpCode::Mul;
+
   RegValue& out = values_[id];
   if (!op.type.isVector()) {
     SmallVector<Value> xs;
     for (int o : op.operands) xs.push_back(values_[o].scalar);
+    if ((op.code == OpCode::Div || op.code == OpCode::Rem) && !kir::isFloat(operandType) &&
+        narrowDivision(intRange(op.operands[0]), intRange(op.operands[1]))) {
+      out.scalar = narrowDivide(op, xs[0], xs[1]);
+      return success();
+    }
     // Mixed i32/i64 scalar operands were promoted by the frontend's typing; make them agree.
     if (!kir::isFloat(operandType) && op.code != OpCode::Cast && op.code != OpCode::Select)
       for (Value& x : xs)
         if (x.getType().isInteger(32) && operandType == Dtype::I64) x = toI64(x);
-    out.scalar = applyScalar(op.code, operandType, xs, op.type.elem);
+    if (byConstant) xs[1] = reciprocal(xs[0].getType());
+    out.scalar = applyScalar(code, operandType, xs, op.type.elem);
     if (!out.scalar) {
       error(op) << "operation " << kir::opName(op.code) << " is not supported by the code generator";
       return failure();
@@ -204,7 +223,8 @@ LogicalResult KernelEmitter::emitElementwise(const kir::Op& op, int id) {
       Type chunk = chunkType(k_.ops[o].type.elem, l.perThread);
       xs.push_back(v.isVector() ? v.chunks[c] : broadcast(v.scalar, chunk));
     }
-    Value r = applyScalar(op.code, operandType, xs, op.type.elem);
+    if (byConstant) xs[1] = reciprocal(xs[0].getType());
+    Value r = applyScalar(code, operandType, xs, op.type.elem);
     if (!r) {
       error(op) << "operation " << kir::opName(op.code) << " is not supported by the code generator";
       return failure();

@@ -58,7 +58,6 @@ LogicalResult KernelEmitter::emitStagedStore(const kir::Op& op) {
   const int64_t words = bytes / 4, pieceWords = piece / 4, rounds = bytes / piece;
   Type i32 = b_.getI32Type();
   auto index = [&](Value x) { return arith::IndexCastOp::create(b_, b_.getIndexType(), x); };
-  auto toI32 = [&](Value x) { return arith::TruncIOp::create(b_, i32, x); };
   auto shuffleFrom = [&](Value x, Value srcLane) {
     return gpu::ShuffleOp::create(b_, x, srcLane, arith::ConstantOp::create(b_, b_.getI32IntegerAttr(int32_t(warp_))),
                                   gpu::ShuffleMode::IDX)

@@ -281,6 +281,38 @@ TEST_F(NormRopeFwd, RejectsAStrideThatIsNotAMultipleOfTheVectorWidth) {
                       "of 8 (the kernel steps vector accesses by it)");
 }
 
+// The generated code divides row indices and runtime sizes in 32 bits, so every launch path
+// bounds them: from tensors (the row count), and raw arguments with a signature (each size and
+// their product), which is also what launch() with a caller's grid checks.
+TEST_F(NormRopeFwd, RowSpacesAndSizesBeyond32BitsAreRefused) {
+  std::vector<ParamArg> p = args();
+  p[0] = view(0, Dtype::BF16, {65536, 32768, 128}, {32768 * 128, 128, 1});
+  p[4] = tensor(4, Dtype::BF16, {65536, 32768, 128});
+  p[5] = tensor(5, Dtype::F32, {65536, 32768});
+  p[6] = LaunchArg::i64(32768 * 128);
+  EXPECT_EQ(error(p), "kernel norm_rope_fwd: 2147483648 rows exceed 2^31 - 1 (the generated code "
+                      "indexes rows in 32 bits)");
+
+  auto prepared = prepareLaunch(md_, args());
+  ASSERT_TRUE(prepared.isOk()) << prepared.status().message();
+  std::vector<LaunchArg> raw = prepared->args;
+  EXPECT_TRUE(checkLaunchArgs(md_, raw).isOk());
+  raw[10] = LaunchArg::i64(65536);  // T
+  raw[11] = LaunchArg::i64(32767);  // H: 65536 * 32767 rows still fit
+  EXPECT_TRUE(checkLaunchArgs(md_, raw).isOk());
+  raw[11] = LaunchArg::i64(32768);
+  EXPECT_EQ(checkLaunchArgs(md_, raw).message(),
+            "kernel norm_rope_fwd: the row space T * H = 65536 * 32768 exceeds 2^31 - 1 rows (the "
+            "generated code indexes rows in 32 bits)");
+  raw = prepared->args;
+  raw[12] = LaunchArg::i64(int64_t{1} << 31);  // S, not a row extent, is divided by too
+  EXPECT_EQ(checkLaunchArgs(md_, raw).message(),
+            "kernel norm_rope_fwd: argument 12 'S' is 2147483648: runtime sizes must be in "
+            "[0, 2^31 - 1] (the generated code divides indices in 32 bits)");
+  raw[12] = LaunchArg::i64(-1);
+  EXPECT_THAT(checkLaunchArgs(md_, raw).message(), HasSubstr("argument 12 'S' is -1"));
+}
+
 // Row extents may be compile-time constants: they multiply the runtime ones.
 TEST(PrepareLaunch, ConstantRowExtentsMultiplyTheRowCount) {
   std::string json = testing::kLnModulateFwdMetadata;
