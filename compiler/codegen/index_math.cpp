@@ -70,7 +70,21 @@ Value KernelEmitter::narrowDivide(const kir::Op& op, Value a, Value b) {
 }
 
 Value KernelEmitter::rowDigit(Value row, int var) {
-  // Row variables are the digits of the flat row index, the last one fastest.
+  // Row variables are the digits of the flat row index, the last one fastest. Divisions by
+  // constant extents only stay 64-bit: LLVM turns them into multiply-highs with no branch, and
+  // ptxas allocated fewer registers for them there (the column packers' digits of `row rg, cb in
+  // RG, 48`: 48 registers against 62, one more program per SM).
+  bool constantExtents = true;
+  for (int v = var; v < int(k_.rowVars.size()); ++v) {
+    bool divides = v > var || var > 0;  // the digit divides by the extents after it, takes the remainder by its own
+    if (divides && k_.rowDims[v] >= 0) constantExtents = false;
+  }
+  if (constantExtents) {
+    Value r64 = row;
+    for (int v = int(k_.rowVars.size()) - 1; v > var; --v) r64 = arith::DivUIOp::create(b_, r64, rowExtent(v));
+    if (var > 0) r64 = arith::RemUIOp::create(b_, r64, rowExtent(var));
+    return r64;
+  }
   Value r = toI32(row);
   for (int v = int(k_.rowVars.size()) - 1; v > var; --v) r = arith::DivUIOp::create(b_, r, toI32(rowExtent(v)));
   if (var > 0) r = arith::RemUIOp::create(b_, r, toI32(rowExtent(var)));
