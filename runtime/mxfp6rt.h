@@ -122,10 +122,12 @@ MXRT_API int mxrt_kernel_load(mxrt_device* device, const void* code, size_t size
 /* NULL is a no-op. */
 MXRT_API int mxrt_kernel_unload(mxrt_kernel* kernel);
 /* Checks grid and args against the kernel's metadata, then enqueues it on stream (NULL: the
- * default stream). */
+ * default stream). The generated code divides indices in 32 bits: where the metadata has
+ * "params", runtime sizes above 2^31 - 1, or a row space of more rows, are refused. */
 MXRT_API int mxrt_kernel_launch(const mxrt_kernel* kernel, const uint32_t grid[3], void* stream,
                                 const mxrt_arg* args, size_t nargs);
-/* grid[0] = ceil(rows / rows_per_program), grid[1] = grid[2] = 1; rows must be >= 1. */
+/* grid[0] = ceil(rows / rows_per_program), grid[1] = grid[2] = 1; rows must be in
+ * [1, 2^31 - 1]. */
 MXRT_API int mxrt_kernel_grid_for_rows(const mxrt_kernel* kernel, int64_t rows, uint32_t grid[3]);
 /* Launches from tensors: params holds one argument per declared parameter, in declaration order
  * (mxfp6c list shows them). Each is checked against the kernel's declaration (dtype, ndim,
