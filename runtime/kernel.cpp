@@ -44,40 +44,51 @@ bool isBinaryImage(std::span<const std::byte> code) {
 /// indices and sizes in 32 bits (compiler/codegen/index_math.cpp).
 constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 
-/// The runtime sizes among `args` (known from the metadata's signature) and the row count they
-/// make, against kMaxIndex. Without a signature the sizes are not known here; gridForRows still
-/// bounds the rows of launchRows and launchTensors.
+/// The extent of each row variable, from the raw arguments (the signature says which argument
+/// carries each runtime size); empty without a signature, -1 for an extent the ABI does not carry.
+/// Runs on every launch: no allocation beyond the result.
+std::vector<int64_t> rowExtentsOf(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
+  if (!metadata.signature) return {};
+  const KernelSignature& sig = *metadata.signature;
+  std::vector<int64_t> extents;
+  extents.reserve(sig.rows.size());
+  for (const SizeSpec& extent : sig.rows) {
+    int64_t n = extent.isConstant() ? extent.constant : -1;
+    for (size_t j = 0; n < 0 && j < sig.abiDims.size(); ++j)
+      if (sig.abiDims[j] == extent.runtimeDim) n = args[sig.params.size() + j].value.i64;
+    extents.push_back(n);
+  }
+  return extents;
+}
+
+/// The runtime sizes among `args` and the row count they make, against kMaxIndex (known where the
+/// metadata has a signature; without one, gridForRows still bounds the rows of launchRows and
+/// launchTensors).
 Status checkIndexRange(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
   if (!metadata.signature) return Status::ok();
   const KernelSignature& sig = *metadata.signature;
-  const size_t firstDim = sig.params.size();
-  std::vector<int64_t> sizes(sig.runtimeDims.size(), -1);
   for (size_t j = 0; j < sig.abiDims.size(); ++j) {
-    size_t i = firstDim + j;
+    size_t i = sig.params.size() + j;
     int64_t value = args[i].value.i64;
     if (value < 0 || value > kMaxIndex)
       return withKernel(metadata, Status::error("argument " + std::to_string(i) + " '" + metadata.abi[i].name +
                                                 "' is " + std::to_string(value) +
                                                 ": runtime sizes must be in [0, 2^31 - 1] (the "
                                                 "generated code divides indices in 32 bits)"));
-    sizes[sig.abiDims[j]] = value;
   }
-  // Every launch passes here: the message is built only on failure.
-  auto extentOf = [&](const SizeSpec& extent) {
-    return extent.isConstant() ? extent.constant : sizes[extent.runtimeDim];
-  };
+  std::vector<int64_t> extents = rowExtentsOf(metadata, args);
+  for (int64_t n : extents)
+    if (n <= 0) return Status::ok();  // an empty row space, or an extent the code object does not take
   int64_t rows = 1;
   bool tooMany = false;
-  for (const SizeSpec& extent : sig.rows) {
-    int64_t n = extentOf(extent);
-    if (n < 0) return Status::ok();  // an extent the code object does not take: nothing to bound
-    tooMany = tooMany || __builtin_mul_overflow(rows, n, &rows) || rows > kMaxIndex;
-  }
+  for (int64_t n : extents) tooMany = tooMany || __builtin_mul_overflow(rows, n, &rows) || rows > kMaxIndex;
   if (!tooMany) return Status::ok();
+  // The message is built only on failure.
   std::string names, values;
-  for (const SizeSpec& extent : sig.rows) {
-    names += (names.empty() ? "" : " * ") + (extent.name.empty() ? std::to_string(extentOf(extent)) : extent.name);
-    values += (values.empty() ? "" : " * ") + std::to_string(extentOf(extent));
+  for (size_t v = 0; v < extents.size(); ++v) {
+    const std::string& name = sig.rows[v].name;
+    names += (v ? " * " : "") + (name.empty() ? std::to_string(extents[v]) : name);
+    values += (v ? " * " : "") + std::to_string(extents[v]);
   }
   return withKernel(metadata, Status::error("the row space " + names + " = " + values +
                                             " exceeds 2^31 - 1 rows (the generated code indexes "
@@ -157,6 +168,10 @@ Status LoadedKernel::launch(const std::array<uint32_t, 3>& grid, void* stream,
                             std::span<const LaunchArg> args) const {
   RETURN_IF_ERROR(withKernel(metadata_, checkGrid(grid)));
   RETURN_IF_ERROR(checkLaunchArgs(metadata_, args));
+  // An empty row space (a runtime extent of 0) has no row to compute, and the kernel's last row
+  // would be row -1: nothing is launched, whatever the grid.
+  for (int64_t n : rowExtentsOf(metadata_, args))
+    if (n == 0) return Status::ok();
   // The driver wants a pointer to each argument's value; every member of the union starts at its
   // first byte, so the value itself serves. Kernels have few arguments: no heap on this path.
   constexpr size_t kInline = 32;

@@ -380,6 +380,8 @@ class LoadedKernel {
 
   /// Checks the grid and the arguments, then enqueues the kernel on `stream` (a CUstream /
   /// hipStream_t; nullptr is the default stream) with the metadata's block and shared bytes.
+  /// Where the metadata has a signature and a runtime row extent among `args` is 0, nothing is
+  /// launched (an empty row space; the kernel would clamp its rows to row -1).
   /// Asynchronous: errors of the kernel itself surface at the next synchronize.
   Status launch(const std::array<uint32_t, 3>& grid, void* stream,
                 std::span<const LaunchArg> args) const;

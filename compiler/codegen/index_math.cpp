@@ -52,7 +52,9 @@ bool KernelEmitter::narrowDivision(IntRange a, IntRange b) {
 }
 
 Value KernelEmitter::toI32(Value v) {
-  if (v.getType().isInteger(32)) return v;
+  unsigned width = v.getType().getIntOrFloatBitWidth();
+  if (width == 32) return v;
+  if (width < 32) return arith::ExtUIOp::create(b_, b_.getI32Type(), v);  // u8, bool: non-negative
   return arith::TruncIOp::create(b_, b_.getI32Type(), v);
 }
 

@@ -256,6 +256,8 @@ class KernelEmitter {
   /// Orders the shared-memory accesses of a warp (NVIDIA) or wavefront (AMD).
   void warpSync();
 
+  /// For an f32 division by a constant that can be a multiplication instead: the reciprocal.
+  std::optional<float> reciprocalOfDivisor(const kir::Op& op, int id) const;
   Value applyScalar(OpCode code, Dtype operandType, ArrayRef<Value> xs, Dtype resultType);
   Value castValue(Value v, Dtype from, Dtype to);
   Value sqrtValue(Value v);

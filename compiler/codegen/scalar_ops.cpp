@@ -4,8 +4,10 @@
 
 #include "compiler/codegen/kernel_emitter.h"
 
+#include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -173,6 +175,39 @@ Value KernelEmitter::applyScalar(OpCode code, Dtype t, ArrayRef<Value> x, Dtype 
   }
 }
 
+std::optional<float> KernelEmitter::reciprocalOfDivisor(const kir::Op& op, int id) const {
+  if (op.code != OpCode::Div || op.type.elem != Dtype::F32) return std::nullopt;
+  const kir::Op& divisor = k_.ops[op.operands[1]];
+  if (divisor.code != OpCode::ConstFloat) return std::nullopt;
+  // Rounded once to f32: within about 1 ulp of the quotient, exact for powers of two. A
+  // reciprocal that overflows or is subnormal would not be.
+  float r = float(1.0 / divisor.fval);
+  if (!std::isnormal(r)) return std::nullopt;
+  // Where the quotient reaches a comparison or a conversion to an integer, an ulp can flip the
+  // outcome (41 * RN(1/41) < 1): those keep the correctly rounded division.
+  // Values flow through operands, and through variables (VarWrite to its VarInit, read back by
+  // VarRead, possibly earlier in a loop): iterate until nothing new is reached.
+  std::vector<bool> reached(k_.ops.size(), false);
+  reached[id] = true;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (size_t u = 0; u < k_.ops.size(); ++u) {
+      const kir::Op& user = k_.ops[u];
+      if (reached[u]) continue;
+      bool uses = user.value >= 0 && reached[user.value];
+      for (int o : user.operands) uses = uses || (o >= 0 && reached[o]);
+      if (user.code == OpCode::VarRead) uses = reached[user.ival];
+      if (!uses) continue;
+      bool toInteger = user.code == OpCode::Cast && !kir::isFloat(user.type.elem);
+      bool compares = user.code >= OpCode::CmpEq && user.code <= OpCode::CmpGe;
+      if (toInteger || compares) return std::nullopt;
+      reached[u] = grew = true;
+      if (user.code == OpCode::VarWrite && !reached[user.ival]) reached[user.ival] = true;
+    }
+  }
+  return r;
+}
+
 LogicalResult KernelEmitter::emitElementwise(const kir::Op& op, int id) {
   // Operand dtype: what the arithmetic runs in (the result type, except for casts, compares
   // and selects, whose operands carry their own).
@@ -181,17 +216,13 @@ LogicalResult KernelEmitter::emitElementwise(const kir::Op& op, int id) {
     operandType = k_.ops[op.operands[0]].type.elem;
   if (op.code == OpCode::Select) operandType = op.type.elem;
 
-  // A division by a constant is a multiplication by the constant's reciprocal (rounded once to
-  // the operand type: within about 1 ulp of the quotient, exact for powers of two). A correctly
-  // rounded division is a long sequence with a slow path behind a branch (div.rn.f32), and it
-  // sits on a row's dependent path (mean = sum / D, D = 3072).
+  // A division by a constant is a multiplication by the constant's reciprocal (see
+  // reciprocalOfDivisor): a correctly rounded division is a long sequence with a slow path behind
+  // a branch (div.rn.f32), on a row's dependent path (mean = sum / D, D = 3072).
   OpCode code = op.code;
-  const bool byConstant = code == OpCode::Div && kir::isFloat(operandType) &&
-                          k_.ops[op.operands[1]].code == OpCode::ConstFloat;
-  auto reciprocal = [&](Type like) {
-    Type elem = getElementTypeOrSelf(like);
-    return splat(like, b_.getFloatAttr(elem, 1.0 / k_.ops[op.operands[1]].fval));
-  };
+  std::optional<float> recip = reciprocalOfDivisor(op, id);
+  const bool byConstant = recip.has_value();
+  auto reciprocal = [&](Type like) { return splat(like, b_.getF32FloatAttr(*recip)); };
   if (byConstant) code = OpCode::Mul;
 
   RegValue& out = values_[id];

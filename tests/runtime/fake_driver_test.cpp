@@ -330,5 +330,25 @@ TEST_F(FakeCuda, LaunchFromTensorsPassesTheDerivedArgumentsAndGrid) {
   EXPECT_EQ(lastLaunch_->launches, before);
 }
 
+// A raw launch over an empty row space (T = 0 among the arguments) launches nothing whatever the
+// grid: the kernel's rows past the end are clamped to the last row, which would be row -1.
+TEST_F(FakeCuda, RawLaunchOverAnEmptyRowSpaceLaunchesNothing) {
+  auto kernel = loadKernel(*device_, bytesOf(testing::kTensorKernelsPtx),
+                           metadata(testing::kLnModulateFwdMetadata));
+  ASSERT_TRUE(kernel.isOk()) << kernel.status().message();
+  std::vector<LaunchArg> args;
+  for (int i = 0; i < 6; ++i) args.push_back(LaunchArg::pointer(reinterpret_cast<void*>(0x10000 + 0x1000 * i)));
+  args.push_back(LaunchArg::i32(1));
+  args.push_back(LaunchArg::f32(1e-6f));
+  args.push_back(LaunchArg::i64(0));  // T
+  args.push_back(LaunchArg::i64(2));  // B
+  int before = lastLaunch_->launches;
+  EXPECT_TRUE((*kernel)->launch({4, 1, 1}, nullptr, args).isOk());
+  EXPECT_EQ(lastLaunch_->launches, before);
+  args[8] = LaunchArg::i64(5);
+  EXPECT_TRUE((*kernel)->launch({3, 1, 1}, nullptr, args).isOk());
+  EXPECT_EQ(lastLaunch_->launches, before + 1);
+}
+
 }  // namespace
 }  // namespace mxfp6::rt

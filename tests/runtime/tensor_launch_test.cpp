@@ -313,6 +313,26 @@ TEST_F(NormRopeFwd, RowSpacesAndSizesBeyond32BitsAreRefused) {
   EXPECT_THAT(checkLaunchArgs(md_, raw).message(), HasSubstr("argument 12 'S' is -1"));
 }
 
+// A zero extent empties the row space even after the others' product overflowed 31 bits.
+TEST(PrepareLaunch, AnEmptyRowSpaceIsNotTooManyRows) {
+  std::string json = testing::kNormRopeFwdMetadata;
+  json.replace(json.find(R"("rows": [{"dim": "T"}, {"dim": "H"}])"), 36,
+               R"("rows": [{"dim": "T"}, {"dim": "H"}, {"dim": "S"}])");
+  KernelMetadata md = parsed(json.c_str());
+  std::vector<LaunchArg> raw;
+  for (int i = 0; i < 6; ++i) raw.push_back(LaunchArg::pointer(address(i)));
+  for (int64_t v : {int64_t{256}, int64_t{128}}) raw.push_back(LaunchArg::i64(v));
+  raw.push_back(LaunchArg::i32(1));
+  raw.push_back(LaunchArg::f32(1e-6f));
+  for (int64_t v : {int64_t{65536}, int64_t{65536}, int64_t{0}}) raw.push_back(LaunchArg::i64(v));
+  Status status = checkLaunchArgs(md, raw);
+  EXPECT_TRUE(status.isOk()) << status.message();
+  raw[12] = LaunchArg::i64(1);
+  EXPECT_EQ(checkLaunchArgs(md, raw).message(),
+            "kernel norm_rope_fwd: the row space T * H * S = 65536 * 65536 * 1 exceeds 2^31 - 1 "
+            "rows (the generated code indexes rows in 32 bits)");
+}
+
 // Row extents may be compile-time constants: they multiply the runtime ones.
 TEST(PrepareLaunch, ConstantRowExtentsMultiplyTheRowCount) {
   std::string json = testing::kLnModulateFwdMetadata;
