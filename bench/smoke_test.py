@@ -274,7 +274,8 @@ def packer_tensors_through_fake_driver(lib, fake_driver, folder):
     dev = rt.open_device("cuda", driver_path=fake_driver)
     record = FakeLaunch.in_dll(ctypes.CDLL(fake_driver), "fake_cuda_last_launch")
     mib = 1 << 20
-    address = iter(range(mib, 1 << 40, 16 * mib))  # 16 MiB apart: no two tensors here overlap
+    # 256 MiB apart: no two tensors here overlap (the largest, x of a packer at C = 21504, is 33 MB)
+    address = iter(range(mib, 1 << 40, 256 * mib))
     t = lambda dtype, shape, strides=None: FakeTensor(dtype, shape, next(address), strides)
     found = {}
     for path, meta in mxfp6rt.find_code_objects(folder, target="sm_90", recursive=True):
