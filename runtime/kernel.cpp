@@ -63,8 +63,9 @@ std::vector<int64_t> rowExtentsOf(const KernelMetadata& metadata, std::span<cons
 
 /// The runtime sizes among `args` and the row count they make, against kMaxIndex (known where the
 /// metadata has a signature; without one, gridForRows still bounds the rows of launchRows and
-/// launchTensors).
-Status checkIndexRange(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
+/// launchTensors). `empty` (if given) says whether a row extent is 0.
+Status checkIndexRange(const KernelMetadata& metadata, std::span<const LaunchArg> args, bool* empty) {
+  if (empty) *empty = false;
   if (!metadata.signature) return Status::ok();
   const KernelSignature& sig = *metadata.signature;
   for (size_t j = 0; j < sig.abiDims.size(); ++j) {
@@ -77,8 +78,10 @@ Status checkIndexRange(const KernelMetadata& metadata, std::span<const LaunchArg
                                                 "generated code divides indices in 32 bits)"));
   }
   std::vector<int64_t> extents = rowExtentsOf(metadata, args);
-  for (int64_t n : extents)
+  for (int64_t n : extents) {
+    if (n == 0 && empty) *empty = true;
     if (n <= 0) return Status::ok();  // an empty row space, or an extent the code object does not take
+  }
   int64_t rows = 1;
   bool tooMany = false;
   for (int64_t n : extents) tooMany = tooMany || __builtin_mul_overflow(rows, n, &rows) || rows > kMaxIndex;
@@ -95,9 +98,8 @@ Status checkIndexRange(const KernelMetadata& metadata, std::span<const LaunchArg
                                             "rows in 32 bits)"));
 }
 
-}  // namespace
-
-Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
+/// checkLaunchArgs; `empty` (if given) says whether the row space is known to be empty.
+Status checkArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args, bool* empty) {
   if (args.size() != metadata.abi.size())
     return Status::error("kernel " + metadata.kernel + " takes " +
                          plural(metadata.abi.size(), "argument") + ", got " +
@@ -124,7 +126,13 @@ Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg
       return fail("pointer " + hexAddress(arg.value.ptr) + " is not " +
                   std::to_string(metadata.alignment) + "-byte aligned");
   }
-  return checkIndexRange(metadata, args);
+  return checkIndexRange(metadata, args, empty);
+}
+
+}  // namespace
+
+Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
+  return checkArgs(metadata, args, nullptr);
 }
 
 Status checkGrid(const std::array<uint32_t, 3>& grid) {
@@ -167,11 +175,11 @@ LoadedKernel::~LoadedKernel() {
 Status LoadedKernel::launch(const std::array<uint32_t, 3>& grid, void* stream,
                             std::span<const LaunchArg> args) const {
   RETURN_IF_ERROR(withKernel(metadata_, checkGrid(grid)));
-  RETURN_IF_ERROR(checkLaunchArgs(metadata_, args));
+  bool empty = false;
+  RETURN_IF_ERROR(checkArgs(metadata_, args, &empty));
   // An empty row space (a runtime extent of 0) has no row to compute, and the kernel's last row
   // would be row -1: nothing is launched, whatever the grid.
-  for (int64_t n : rowExtentsOf(metadata_, args))
-    if (n == 0) return Status::ok();
+  if (empty) return Status::ok();
   // The driver wants a pointer to each argument's value; every member of the union starts at its
   // first byte, so the value itself serves. Kernels have few arguments: no heap on this path.
   constexpr size_t kInline = 32;

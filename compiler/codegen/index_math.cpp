@@ -60,6 +60,7 @@ Value KernelEmitter::toI32(Value v) {
 
 Value KernelEmitter::narrowDivide(const kir::Op& op, Value a, Value b) {
   IntRange ra = intRange(op.operands[0]), rb = intRange(op.operands[1]);
+  if (!narrowDivision(ra, rb)) return {};
   bool isUnsigned = ra == IntRange::NonNegI32 && rb == IntRange::NonNegI32;
   Value x = toI32(a), y = toI32(b), r;
   if (op.code == OpCode::Div)
@@ -76,21 +77,14 @@ Value KernelEmitter::rowDigit(Value row, int var) {
   // constant extents only stay 64-bit: LLVM turns them into multiply-highs with no branch, and
   // ptxas allocated fewer registers for them there (the column packers' digits of `row rg, cb in
   // RG, 48`: 48 registers against 62, one more program per SM).
-  bool constantExtents = true;
-  for (int v = var; v < int(k_.rowVars.size()); ++v) {
-    bool divides = v > var || var > 0;  // the digit divides by the extents after it, takes the remainder by its own
-    if (divides && k_.rowDims[v] >= 0) constantExtents = false;
-  }
-  if (constantExtents) {
-    Value r64 = row;
-    for (int v = int(k_.rowVars.size()) - 1; v > var; --v) r64 = arith::DivUIOp::create(b_, r64, rowExtent(v));
-    if (var > 0) r64 = arith::RemUIOp::create(b_, r64, rowExtent(var));
-    return r64;
-  }
-  Value r = toI32(row);
-  for (int v = int(k_.rowVars.size()) - 1; v > var; --v) r = arith::DivUIOp::create(b_, r, toI32(rowExtent(v)));
-  if (var > 0) r = arith::RemUIOp::create(b_, r, toI32(rowExtent(var)));
-  return arith::ExtUIOp::create(b_, b_.getI64Type(), r);
+  bool narrow = false;  // the digit divides by the extents after it, takes the remainder by its own
+  for (int v = var; v < int(k_.rowVars.size()); ++v)
+    narrow |= (v > var || var > 0) && k_.rowDims[v] >= 0;
+  auto width = [&](Value x) { return narrow ? toI32(x) : x; };
+  Value r = width(row);
+  for (int v = int(k_.rowVars.size()) - 1; v > var; --v) r = arith::DivUIOp::create(b_, r, width(rowExtent(v)));
+  if (var > 0) r = arith::RemUIOp::create(b_, r, width(rowExtent(var)));
+  return narrow ? Value(arith::ExtUIOp::create(b_, b_.getI64Type(), r)) : r;
 }
 
 }  // namespace mxfp6::codegen::detail

@@ -236,9 +236,11 @@ class KernelEmitter {
   /// Whether a division or remainder of operands in these ranges is exact in 32 bits.
   static bool narrowDivision(IntRange a, IntRange b);
   Value toI32(Value v);
-  /// The Div or Rem `op` of a and b in 32 bits (narrowDivision holds), as op's type.
+  /// The integer Div or Rem `op` of a and b in 32 bits, as op's type; null where narrowDivision
+  /// does not hold for its operands.
   Value narrowDivide(const kir::Op& op, Value a, Value b);
-  /// Row variable `var` of the (clamped) flat row index `row`, in 32-bit arithmetic.
+  /// Row variable `var` of the (clamped) flat row index `row`: in 32-bit arithmetic where it
+  /// divides by a runtime extent, in 64 bits by constants.
   Value rowDigit(Value row, int var);
   /// Alignment in bytes of every chunk access of `op` (slice accesses only).
   int64_t chunkAlignment(const kir::Op& op);

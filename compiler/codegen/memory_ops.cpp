@@ -5,6 +5,8 @@
 
 #include "compiler/codegen/kernel_emitter.h"
 
+#include <optional>
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -122,33 +124,30 @@ LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
                                         arith::RemUIOp::create(b_, lane_, constI64(l.replicas)), constI64(0));
     cond = arith::AndIOp::create(b_, cond, first);
   }
-  if (predicatesStores() && (!slice || isContiguous(op))) {
-    int64_t elemBytes = kir::dtypeBytes(p.dtype);
-    if (!slice) {
-      predicatedStore(cond, v.scalar, elementPointer(op.param, p.dtype, base), elemBytes, elemBytes);
-      return success();
-    }
-    int64_t align = chunkAlignment(op);
-    for (int64_t c = 0; c < chunks_; ++c) {
-      Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(l, c)));
-      int64_t bytes = cast<VectorType>(v.chunks[c].getType()).getNumElements() * elemBytes;
-      predicatedStore(cond, v.chunks[c], elementPointer(op.param, p.dtype, off), bytes, align);
-    }
-    return success();
+  // Under PREDICATE = 1 each store carries `cond` (replicated, strided and staged stores still
+  // branch); otherwise the stores sit in a branch on it.
+  const bool predicated = predicatesStores() && (!slice || isContiguous(op));
+  std::optional<OpBuilder::InsertionGuard> guard;
+  if (!predicated) {
+    auto ifOp = scf::IfOp::create(b_, cond, /*withElseRegion=*/false);
+    guard.emplace(b_);
+    b_.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    if (slice && !isContiguous(op)) return emitElementwiseAccess(op, -1);
   }
-  auto ifOp = scf::IfOp::create(b_, cond, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b_);
-  b_.setInsertionPointToStart(&ifOp.getThenRegion().front());
+  auto store = [&](Value value, Value ptr, int64_t bytes, int64_t align) {
+    if (predicated) predicatedStore(cond, value, ptr, bytes, align);
+    else LLVM::StoreOp::create(b_, value, ptr, align);
+  };
+  const int64_t elemBytes = kir::dtypeBytes(p.dtype);
   if (!slice) {
-    Value ptr = elementPointer(op.param, p.dtype, base);
-    LLVM::StoreOp::create(b_, v.scalar, ptr, kir::dtypeBytes(p.dtype));
+    store(v.scalar, elementPointer(op.param, p.dtype, base), elemBytes, elemBytes);
     return success();
   }
-  if (!isContiguous(op)) return emitElementwiseAccess(op, -1);
   int64_t align = chunkAlignment(op);
   for (int64_t c = 0; c < chunks_; ++c) {
     Value off = arith::AddIOp::create(b_, base, sliceOffset(op, chunkElementBase(l, c)));
-    LLVM::StoreOp::create(b_, v.chunks[c], elementPointer(op.param, p.dtype, off), align);
+    int64_t bytes = cast<VectorType>(v.chunks[c].getType()).getNumElements() * elemBytes;
+    store(v.chunks[c], elementPointer(op.param, p.dtype, off), bytes, align);
   }
   return success();
 }

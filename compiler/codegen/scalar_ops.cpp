@@ -229,11 +229,11 @@ LogicalResult KernelEmitter::emitElementwise(const kir::Op& op, int id) {
   if (!op.type.isVector()) {
     SmallVector<Value> xs;
     for (int o : op.operands) xs.push_back(values_[o].scalar);
-    if ((op.code == OpCode::Div || op.code == OpCode::Rem) && !kir::isFloat(operandType) &&
-        narrowDivision(intRange(op.operands[0]), intRange(op.operands[1]))) {
-      out.scalar = narrowDivide(op, xs[0], xs[1]);
-      return success();
-    }
+    if ((op.code == OpCode::Div || op.code == OpCode::Rem) && !kir::isFloat(operandType))
+      if (Value narrow = narrowDivide(op, xs[0], xs[1])) {
+        out.scalar = narrow;
+        return success();
+      }
     // Mixed i32/i64 scalar operands were promoted by the frontend's typing; make them agree.
     if (!kir::isFloat(operandType) && op.code != OpCode::Cast && op.code != OpCode::Select)
       for (Value& x : xs)
