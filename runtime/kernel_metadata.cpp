@@ -320,6 +320,7 @@ Status matchAbi(KernelSignature& signature, const std::vector<ArgSpec>& abi) {
                       argKindName(abi[i].kind) + " '" + abi[i].name + "'");
     signature.params[i].multipleOf = abi[i].multipleOf;
   }
+  signature.dimMultiples.assign(signature.runtimeDims.size(), 1);
   for (size_t i = params.size(); i < abi.size(); ++i) {
     const std::vector<std::string>& dims = signature.runtimeDims;
     auto it = std::find(dims.begin(), dims.end(), abi[i].name);
@@ -327,6 +328,7 @@ Status matchAbi(KernelSignature& signature, const std::vector<ArgSpec>& abi) {
       return mismatch("abi[" + std::to_string(i) + "] (" + argKindName(abi[i].kind) + " '" +
                       abi[i].name + "') follows the params but is not one of their runtime sizes");
     signature.abiDims.push_back(static_cast<int>(it - dims.begin()));
+    signature.dimMultiples[it - dims.begin()] = abi[i].multipleOf;
   }
   return Status::ok();
 }

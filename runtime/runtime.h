@@ -191,6 +191,7 @@ struct KernelSignature {
   std::vector<SizeSpec> rows;               // one per row variable; their product is the row count
   std::vector<std::string> runtimeDims;     // the runtime sizes, first-appearance order in params
   std::vector<int> abiDims;                 // for abi[params.size() + i]: the runtime dim it carries
+  std::vector<int64_t> dimMultiples;        // per runtime dim: the ABI argument's multiple_of (or 1)
 };
 
 /// Parsed from JSON by parseKernelMetadata. The schema (every field required unless noted):

@@ -148,6 +148,9 @@ class Binder {
       auto& [param, paramDim] = dimSource_[size.runtimeDim];
       int64_t& value = dims_[size.runtimeDim];
       if (param < 0) {
+        if (int64_t m = sig_.dimMultiples[size.runtimeDim]; m > 1 && got % m != 0)
+          return failArg(i, dim() + ", not a multiple of " + std::to_string(m) + ": the kernel steps " +
+                                "vector accesses by " + size.name + " (" + declaredType(spec) + ")");
         value = got;
         param = static_cast<int>(i);
         paramDim = static_cast<int>(d);

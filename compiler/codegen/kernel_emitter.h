@@ -244,15 +244,30 @@ class KernelEmitter {
   Value rowDigit(Value row, int var);
   /// Alignment in bytes of every chunk access of `op` (slice accesses only).
   int64_t chunkAlignment(const kir::Op& op);
+  /// The same for accesses of `accessBytes` at multiples of it along `op`'s contiguous slice
+  /// (a staged store's runs of several chunks).
+  int64_t accessAlignment(const kir::Op& op, int64_t accessBytes);
   /// Elements the integer value `id` (a stride, or a slice start) is a multiple of; a scalar
-  /// parameter in it is assumed (and with `record`, required) to be a multiple of `wanted`.
+  /// parameter or runtime size in it is assumed (and with `record`, required) to be a multiple
+  /// of `wanted`.
   int64_t strideMultiple(int id, int64_t wanted, bool record);
+  /// What strideMultiple asks of the scalar parameters and runtime sizes in a value: nothing
+  /// (Guaranteed: what the constants alone give), to be `wanted` multiples, or that and recorded.
+  enum class Parameters { Guaranteed, Assumed, Required };
+  int64_t multipleOf(int id, int64_t wanted, Parameters params);
   Value elementPointer(int param, Dtype d, Value offset);
   /// The global address of chunk `c` of a contiguous slice access at `base` (scalarOffset).
   Value chunkPointer(const kir::Op& op, Value base, int64_t c);
   // staged_stores.cpp
-  /// Bytes per thread of a byte-vector store that goes through the warp's staging buffer (chunks
-  /// of a size that is not a power of two: 24 bytes of packed codes), or 0.
+  /// How a byte-vector store goes through the warp's staging buffer (chunks of a size that is
+  /// not a power of two: 24 bytes of packed codes), if it does.
+  struct StagedStore {
+    int64_t chunkBytes;  // per lane
+    int64_t runLanes;    // consecutive lanes whose chunks are adjacent in memory
+    int64_t piece;       // bytes per global store: divides a run, every run start aligned to it
+  };
+  std::optional<StagedStore> stagedStore(const kir::Op& op);
+  /// stagedStore's chunk bytes, or 0.
   int64_t stagedChunkBytes(const kir::Op& op);
   LogicalResult emitStagedStore(const kir::Op& op);
   /// Orders the shared-memory accesses of a warp (NVIDIA) or wavefront (AMD).
@@ -304,13 +319,15 @@ class KernelEmitter {
   std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
   std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
   Value sharedBuf_;
-  Value stagingBuffer_;  // i32 words, stagedChunkBytes/4 per thread; null if no store is staged
+  Value stagingBuffer_;  // stagedChunkBytes per thread; null if no store is staged
+  int64_t stagingUnitBytes_ = 4;  // its element: 4 bytes, or 2 or 1 for chunks of odd words
   std::map<int, Value> transposeBuffers_;  // Transpose op id -> its shared buffer
   std::set<int> transposeWaits_;           // transposes whose buffer an earlier one used
   Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
   Value firstRow_, numRows_;  // this thread's row in the program's first group (unclamped); all rows
   std::vector<RegValue> values_;
   std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)
+  std::map<int, int64_t> dimMultiples_;      // runtime dim -> required multiple
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
   std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)
   SmallVector<Operation*> openLoops_;        // scf.for ops whose ForEnd is still ahead

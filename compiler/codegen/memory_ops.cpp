@@ -25,39 +25,58 @@ Value KernelEmitter::scalarOffset(const kir::Op& op) {
 }
 
 int64_t KernelEmitter::strideMultiple(int id, int64_t wanted, bool record) {
+  return multipleOf(id, wanted, record ? Parameters::Required : Parameters::Assumed);
+}
+
+int64_t KernelEmitter::multipleOf(int id, int64_t wanted, Parameters params) {
   const kir::Op& s = k_.ops[id];
   switch (s.code) {
     case OpCode::ConstInt: return s.ival == 0 ? wanted : (s.ival < 0 ? -s.ival : s.ival);
-    case OpCode::Cast: return strideMultiple(s.operands[0], wanted, record);
-    case OpCode::Mul:
-      return strideMultiple(s.operands[0], wanted, record) * strideMultiple(s.operands[1], wanted, record);
+    case OpCode::Cast: return multipleOf(s.operands[0], wanted, params);
+    case OpCode::Mul: {
+      // Each factor is asked only for what the other's constant part does not already give
+      // (P * 3072 is a multiple of 16 whatever P is): no needless requirement on a size.
+      int64_t a = s.operands[0], c = s.operands[1];
+      int64_t fromA = multipleOf(a, 1, Parameters::Guaranteed), fromC = multipleOf(c, 1, Parameters::Guaranteed);
+      return multipleOf(a, wanted / std::gcd(wanted, fromC), params) *
+             multipleOf(c, wanted / std::gcd(wanted, fromA), params);
+    }
     case OpCode::Add: case OpCode::Sub:
-      return std::gcd(strideMultiple(s.operands[0], wanted, record), strideMultiple(s.operands[1], wanted, record));
+      return std::gcd(multipleOf(s.operands[0], wanted, params), multipleOf(s.operands[1], wanted, params));
     case OpCode::Div: {  // by a constant: a multiple of wanted * d divided by d
       auto d = constantValue(s.operands[1]);
       if (!d || *d <= 0) return 1;
-      int64_t m = strideMultiple(s.operands[0], wanted * *d, record);
+      int64_t m = multipleOf(s.operands[0], wanted * *d, params);
       return m % *d == 0 ? m / *d : 1;
     }
     case OpCode::ScalarArg:
-      if (record) strideMultiples_[s.param] = std::max(strideMultiples_[s.param], wanted);
+      if (params == Parameters::Guaranteed) return 1;
+      if (params == Parameters::Required) strideMultiples_[s.param] = std::max(strideMultiples_[s.param], wanted);
       return wanted;
-    default: return 1;  // runtime sizes and computed values: no guarantee
+    case OpCode::DimArg:  // a runtime size in a stride: required like a stride parameter
+      if (params == Parameters::Guaranteed) return 1;
+      if (params == Parameters::Required) dimMultiples_[int(s.ival)] = std::max(dimMultiples_[int(s.ival)], wanted);
+      return wanted;
+    default: return 1;  // computed values: no guarantee
   }
 }
 
 int64_t KernelEmitter::chunkAlignment(const kir::Op& op) {
   const kir::Param& p = k_.params[op.param];
-  int64_t bytes = kir::dtypeBytes(p.dtype);
-  if (!isContiguous(op)) return bytes;
-  int64_t chunkBytes = accessElements(op) * bytes;
+  if (!isContiguous(op)) return kir::dtypeBytes(p.dtype);
+  return accessAlignment(op, accessElements(op) * kir::dtypeBytes(p.dtype));
+}
+
+int64_t KernelEmitter::accessAlignment(const kir::Op& op, int64_t chunkBytes) {
+  const int64_t bytes = kir::dtypeBytes(k_.params[op.param].dtype);
   int innermost = innermostSlice(op);
-  // The largest power of two dividing the chunk size: 16-byte chunks are 16-byte aligned, the
+  // The largest power of two dividing the access size: 16-byte chunks are 16-byte aligned, the
   // 6 bytes of 8 packed codes only 2-byte aligned.
   int64_t align = std::min<int64_t>(chunkBytes & -chunkBytes, kMaxAccessBytes);
   // A chunk starts at base + Σ index_i*stride_i + a multiple of E. Strides known to be multiples
-  // of the access keep the alignment; others lower it; stride parameters are required to be
-  // multiples (recorded in the launch metadata, checked by the runtime before every launch).
+  // of the access keep the alignment; others lower it; stride parameters and runtime sizes in
+  // strides are required to be multiples (recorded in the launch metadata, checked by the
+  // runtime before every launch).
   // The innermost slice has stride 1: its start moves the chunk by the start itself. Every other
   // index, start or slice digit moves it by a multiple of its stride.
   for (bool record : {false, true}) {

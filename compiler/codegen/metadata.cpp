@@ -137,7 +137,8 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   nlohmann::ordered_json abi = nlohmann::ordered_json::array();
   for (const kir::AbiArg& a : kernel.abi()) {
     nlohmann::ordered_json entry = {{"kind", abiKindName(a.kind)}, {"name", a.name}};
-    if (auto m = shape.strideMultiples.find(a.param); a.param >= 0 && m != shape.strideMultiples.end() && m->second > 1)
+    const std::map<int, int64_t>& multiples = a.param >= 0 ? shape.strideMultiples : shape.dimMultiples;
+    if (auto m = multiples.find(a.param >= 0 ? a.param : a.runtimeDim); m != multiples.end() && m->second > 1)
       entry["multiple_of"] = m->second;
     abi.push_back(entry);
   }

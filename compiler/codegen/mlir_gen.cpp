@@ -39,6 +39,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -358,11 +359,17 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   }
   // Staged stores share one buffer: each waits for the warp to finish reading the previous one.
   int64_t stagedBytes = 0;
-  for (const kir::Op& op : k_.ops) stagedBytes = std::max(stagedBytes, stagedChunkBytes(op));
+  for (const kir::Op& op : k_.ops) {
+    if (int64_t bytes = stagedChunkBytes(op); bytes > 0) {
+      stagedBytes = std::max(stagedBytes, bytes);
+      stagingUnitBytes_ = std::gcd(stagingUnitBytes_, bytes);
+    }
+  }
   std::optional<size_t> stagingSlot;
   if (stagedBytes > 0) {
     stagingSlot = workgroup.size();
-    workgroup.push_back(MemRefType::get({rows_ * threads_ * stagedBytes / 4}, b_.getI32Type(), AffineMap(),
+    workgroup.push_back(MemRefType::get({rows_ * threads_ * stagedBytes / stagingUnitBytes_},
+                                        b_.getIntegerType(unsigned(8 * stagingUnitBytes_)), AffineMap(),
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
     sharedBytes += rows_ * threads_ * stagedBytes;
   }
@@ -435,6 +442,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     if ((op.code == OpCode::Load && op.type.isVector()) ||
         (op.code == OpCode::Store && k_.ops[op.value].type.isVector()))
       pointerAlignment = std::max(pointerAlignment, chunkAlignment(op));
+    if (std::optional<StagedStore> staged = stagedStore(op)) pointerAlignment = std::max(pointerAlignment, staged->piece);
   }
   b_.setLoc(kernelLoc);
   gpu::ReturnOp::create(b_);
@@ -445,6 +453,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   shape.sharedBytes = int(sharedBytes);
   shape.pointerAlignment = int(pointerAlignment);
   shape.strideMultiples = strideMultiples_;
+  shape.dimMultiples = dimMultiples_;
   return module;
 }
 

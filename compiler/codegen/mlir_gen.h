@@ -25,6 +25,7 @@ struct LaunchShape {
   int sharedBytes = 0;      // static shared memory used by cross-warp reductions
   int pointerAlignment = 0; // bytes every tensor pointer must be aligned to
   std::map<int, int64_t> strideMultiples;  // stride parameter -> the multiple its value must be
+  std::map<int, int64_t> dimMultiples;     // runtime dim -> the multiple its value must be
 };
 
 /// Generates the kernel; on failure, errors were emitted at the DSL location and the result is

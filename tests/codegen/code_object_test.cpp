@@ -149,6 +149,35 @@ TEST(StrideMultiples, RecordedForStrideParametersOfVectorAccesses) {
   EXPECT_EQ(strides, 3);
 }
 
+// A runtime size in a stride is required like a stride parameter, and only as far as the
+// constants beside it do not already give the multiple: the prologue's row pitch RW steps its
+// 96-byte runs of packed codes (16-byte stores), while LN-modulate backward's partials [P, B, D]
+// step by P * 3072 elements, a multiple of anything its accesses need, so P is left free.
+TEST(StrideMultiples, RecordedForRuntimeSizesOnlyWhereConstantsFallShort) {
+  auto multiplesOf = [](const char* file, const char* kernel, const std::map<std::string, int64_t>& config) {
+    std::map<std::string, int64_t> multiples;
+    std::optional<frontend::Module> m = testing::parseKernelFile(file);
+    std::optional<kir::Kernel> k = m ? testing::instantiateOrFail(*m, kernel, config) : std::nullopt;
+    if (!k) return multiples;
+    Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
+    EXPECT_TRUE(c.isOk()) << c.status().message();
+    if (!c.isOk()) return multiples;
+    nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
+    for (const auto& a : metadata["abi"])
+      if (a.contains("multiple_of")) multiples[a["name"]] = a["multiple_of"];
+    return multiples;
+  };
+  std::map<std::string, int64_t> prologue =
+      multiplesOf("norm_rope_bwd_pack.mxk", "norm_rope_qkv_bwd_pack", {{"THREADS", 512}, {"VEC", 8}});
+  EXPECT_EQ(prologue["RW"], 16);
+  // The head's column offset h * qkv_head_stride starts a run: 3/4 of it is a multiple of 16 bytes.
+  EXPECT_EQ(prologue["qkv_head_stride"], 64);
+  EXPECT_EQ(prologue.count("RS"), 0u);
+  EXPECT_EQ(prologue.count("TB"), 0u);  // column runs of 24 bytes step by TB * 24: 8-byte aligned
+  std::map<std::string, int64_t> lnBwd = multiplesOf("ln_modulate.mxk", "ln_modulate_bwd", {});
+  EXPECT_EQ(lnBwd.count("P"), 0u);
+}
+
 // By default the scale and shift loads move ahead of the two block reductions (so all three
 // loads are in flight at once); PREFETCH = 0 keeps them where the body reads them.
 TEST_F(LnModulateCodeObject, LoadsMoveAheadOfReductionsUnlessPrefetchIsOff) {
@@ -191,9 +220,10 @@ TEST(TileCodeObject, TransposeBuffersAreSharedAndBoundedByStaticSharedMemory) {
   // 128 + 16 bytes of padding each. The default schedule (THREADS=256, VEC=8) gives each thread 8
   // rows of a column per chunk, so 4 bands of rows, which the layout shifts to 32 bytes
   // apart modulo 128: a skew of 32 bytes per band after the first, as the padded bands are
-  // multiples of 128 bytes (8 x 272 and 8 x 528).
+  // multiples of 128 bytes (8 x 272 and 8 x 528). Besides, the staging of the packed stores:
+  // 6 bytes (8 codes) per thread.
   nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
-  EXPECT_EQ(metadata["static_shared_bytes"], (32 * 136 * 2 + 3 * 32) + (32 * 132 * 4 + 3 * 32));
+  EXPECT_EQ(metadata["static_shared_bytes"], (32 * 136 * 2 + 3 * 32) + (32 * 132 * 4 + 3 * 32) + 256 * 6);
 
   std::optional<frontend::Module> pack = testing::parseKernelFile("mxfp6_pack.mxk");
   ASSERT_TRUE(pack);

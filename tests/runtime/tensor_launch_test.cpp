@@ -281,6 +281,25 @@ TEST_F(NormRopeFwd, RejectsAStrideThatIsNotAMultipleOfTheVectorWidth) {
                       "of 8 (the kernel steps vector accesses by it)");
 }
 
+// A runtime size that steps vector accesses (the prologue's row pitch RW of packed bytes) carries
+// a multiple_of like a stride parameter: a tensor giving it another value is refused, naming the
+// argument and its dimension; the raw ABI checks the same argument.
+TEST_F(NormRopeFwd, RejectsARuntimeSizeThatIsNotAMultipleOfTheVectorWidth) {
+  std::string json = testing::kNormRopeFwdMetadata;
+  const std::string h = R"({"kind": "i64", "name": "H"})";
+  json.replace(json.find(h), h.size(), R"({"kind": "i64", "name": "H", "multiple_of": 4})");
+  md_ = parsed(json.c_str());
+  EXPECT_EQ(error(args()), "kernel norm_rope_fwd: argument 'x' (0): dim 1 is 2, not a multiple of 4: "
+                           "the kernel steps vector accesses by H (bf16[T, H, 128])");
+
+  md_ = parsed(testing::kNormRopeFwdMetadata);
+  auto prepared = prepareLaunch(md_, args());
+  ASSERT_TRUE(prepared.isOk()) << prepared.status().message();
+  md_ = parsed(json.c_str());
+  EXPECT_EQ(checkLaunchArgs(md_, prepared->args).message(),
+            "kernel norm_rope_fwd: argument 11 'H' is 2, not a multiple of 4");
+}
+
 // The generated code divides row indices and runtime sizes in 32 bits, so every launch path
 // bounds them: from tensors (the row count), and raw arguments with a signature (each size and
 // their product), which is also what launch() with a caller's grid checks.
