@@ -1332,7 +1332,8 @@ class NormRopeQkvBwdPackBf16(NormRopeQkvBwdPack):
 
 
 def _has_pack(objects, cls, cols, fmt, mode="RCEIL"):
-    probe = cls(32, cols, fmt, mode)
+    # 256 tokens: whole groups of HB row blocks for every HB the packers declare (up to 8).
+    probe = cls(256, cols, fmt, mode)
     return any(probe.matches(meta) for _, meta in objects.get(cls.kernel, []))
 
 
