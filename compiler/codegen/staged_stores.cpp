@@ -25,6 +25,8 @@
 
 #include <numeric>
 #include <optional>
+#include <tuple>
+#include <utility>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -100,6 +102,19 @@ LogicalResult KernelEmitter::emitStagedStore(const kir::Op& op) {
     warpSync();
     Value offLo = toI32(offset);
     Value offHi = toI32(arith::ShRUIOp::create(b_, offset, constI64(32)));
+    // The run's offset and validity, from its first lane. Where the whole warp is one run, that
+    // lane is lane 0 in every round: one exchange serves them all.
+    Value warpRunOffset, warpRunValid;
+    auto fromRunStart = [&](Value src) -> std::pair<Value, Value> {
+      if (plan.runLanes == warp_ && warpRunOffset) return {warpRunOffset, warpRunValid};
+      Value lo = arith::ExtUIOp::create(b_, b_.getI64Type(), shuffleFrom(offLo, src));
+      Value hi = arith::ExtUIOp::create(b_, b_.getI64Type(), shuffleFrom(offHi, src));
+      Value srcOffset = arith::OrIOp::create(b_, arith::ShLIOp::create(b_, hi, constI64(32)), lo);
+      Value srcValid = arith::CmpIOp::create(b_, arith::CmpIPredicate::ne, shuffleFrom(valid, src),
+                                             arith::ConstantOp::create(b_, b_.getI32IntegerAttr(0)));
+      if (plan.runLanes == warp_) std::tie(warpRunOffset, warpRunValid) = std::pair(srcOffset, srcValid);
+      return {srcOffset, srcValid};
+    };
     for (int64_t k = 0; k < rounds; ++k) {
       // The last round may have fewer pieces than lanes: the others read piece 0 and store nothing.
       const bool partial = (k + 1) * warp_ > piecesPerWarp;
@@ -112,11 +127,7 @@ LogicalResult KernelEmitter::emitStagedStore(const kir::Op& op) {
       Value run = arith::DivUIOp::create(b_, p, constI64(piecesPerRun));
       Value src = toI32(arith::MulIOp::create(b_, run, constI64(plan.runLanes)));
       Value q = arith::RemUIOp::create(b_, p, constI64(piecesPerRun));
-      Value lo = arith::ExtUIOp::create(b_, b_.getI64Type(), shuffleFrom(offLo, src));
-      Value hi = arith::ExtUIOp::create(b_, b_.getI64Type(), shuffleFrom(offHi, src));
-      Value srcOffset = arith::OrIOp::create(b_, arith::ShLIOp::create(b_, hi, constI64(32)), lo);
-      Value srcValid = arith::CmpIOp::create(b_, arith::CmpIPredicate::ne, shuffleFrom(valid, src),
-                                             arith::ConstantOp::create(b_, b_.getI32IntegerAttr(0)));
+      auto [srcOffset, srcValid] = fromRunStart(src);
       if (partial) srcValid = arith::AndIOp::create(b_, srcValid, active);
       Value at = arith::AddIOp::create(b_, warpBase, arith::MulIOp::create(b_, p, constI64(pieceUnits)));
       Value data = vector::LoadOp::create(b_, VectorType::get({pieceUnits}, unitType), stagingBuffer_,
