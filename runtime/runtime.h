@@ -356,7 +356,8 @@ struct PreparedLaunch {
 ///   constant dims: "argument 'x' (0): dim 1 is 4096, the kernel was compiled for D = 3072
 ///     (bf16[T, 3072])"
 ///   runtime sizes agree: "argument 'y' (3): dim 0 is 4095, but T is 4096 from argument 'x' (0)
-///     dim 0"
+///     dim 0", and are multiples of their multiple_of: "argument 'x' (0): dim 1 is 2, not a
+///     multiple of 4: the kernel steps vector accesses by H (bf16[T, H, 128])"
 ///   strides (dims of size 1 and tensors without elements are exempt, their strides are never
 ///     multiplied by a nonzero index): row-major tensors contiguous, constant strides equal, a
 ///     stride carried by a scalar parameter equal to that argument and a multiple of its

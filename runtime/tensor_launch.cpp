@@ -6,7 +6,7 @@
 //
 // Vector accesses need no check of their own: the code generator chose them from the strides the
 // kernel was compiled for (a constant 1, the innermost stride of a row-major tensor, a stride
-// parameter's recorded multiple_of), and those are what is checked here.
+// parameter's or a runtime size's recorded multiple_of), and those are what is checked here.
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>

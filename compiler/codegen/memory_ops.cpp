@@ -5,6 +5,9 @@
 
 #include "compiler/codegen/kernel_emitter.h"
 
+#include <algorithm>
+#include <map>
+#include <numeric>
 #include <optional>
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -30,33 +33,37 @@ int64_t KernelEmitter::strideMultiple(int id, int64_t wanted, bool record) {
 
 int64_t KernelEmitter::multipleOf(int id, int64_t wanted, Parameters params) {
   const kir::Op& s = k_.ops[id];
+  // A scalar parameter or runtime size: assumed to be `wanted`, and required to be a multiple of
+  // every access's `wanted` at once (their lcm: 12 and 16 need 48).
+  auto parameter = [&](std::map<int, int64_t>& required, int key) -> int64_t {
+    if (params == Parameters::Guaranteed) return 1;
+    if (params == Parameters::Required) required[key] = std::lcm(std::max<int64_t>(required[key], 1), wanted);
+    return wanted;
+  };
   switch (s.code) {
     case OpCode::ConstInt: return s.ival == 0 ? wanted : (s.ival < 0 ? -s.ival : s.ival);
-    case OpCode::Cast: return multipleOf(s.operands[0], wanted, params);
+    case OpCode::Cast:  // of an integer; a float converted to an index guarantees nothing
+      return kir::isInt(k_.ops[s.operands[0]].type.elem) ? multipleOf(s.operands[0], wanted, params) : 1;
     case OpCode::Mul: {
-      // Each factor is asked only for what the other's constant part does not already give
-      // (P * 3072 is a multiple of 16 whatever P is): no needless requirement on a size.
-      int64_t a = s.operands[0], c = s.operands[1];
-      int64_t fromA = multipleOf(a, 1, Parameters::Guaranteed), fromC = multipleOf(c, 1, Parameters::Guaranteed);
-      return multipleOf(a, wanted / std::gcd(wanted, fromC), params) *
-             multipleOf(c, wanted / std::gcd(wanted, fromA), params);
+      // The first factor (the inner size of a row-major stride, N in N * H) is asked only for
+      // what the second's constants do not give, the second only for what the first then does
+      // not: P * 3072 asks nothing of P, N * H nothing of H.
+      int a = s.operands[0], c = s.operands[1];
+      int64_t fromA = multipleOf(a, wanted / std::gcd(wanted, multipleOf(c, wanted, Parameters::Guaranteed)), params);
+      return fromA * multipleOf(c, wanted / std::gcd(wanted, fromA), params);
     }
     case OpCode::Add: case OpCode::Sub:
       return std::gcd(multipleOf(s.operands[0], wanted, params), multipleOf(s.operands[1], wanted, params));
     case OpCode::Div: {  // by a constant: a multiple of wanted * d divided by d
       auto d = constantValue(s.operands[1]);
       if (!d || *d <= 0) return 1;
-      int64_t m = multipleOf(s.operands[0], wanted * *d, params);
-      return m % *d == 0 ? m / *d : 1;
+      // Nothing is required of a dividend whose quotient would not keep a multiple anyway.
+      Parameters probe = params == Parameters::Required ? Parameters::Assumed : params;
+      if (multipleOf(s.operands[0], wanted * *d, probe) % *d != 0) return 1;
+      return multipleOf(s.operands[0], wanted * *d, params) / *d;
     }
-    case OpCode::ScalarArg:
-      if (params == Parameters::Guaranteed) return 1;
-      if (params == Parameters::Required) strideMultiples_[s.param] = std::max(strideMultiples_[s.param], wanted);
-      return wanted;
-    case OpCode::DimArg:  // a runtime size in a stride: required like a stride parameter
-      if (params == Parameters::Guaranteed) return 1;
-      if (params == Parameters::Required) dimMultiples_[int(s.ival)] = std::max(dimMultiples_[int(s.ival)], wanted);
-      return wanted;
+    case OpCode::ScalarArg: return parameter(strideMultiples_, s.param);
+    case OpCode::DimArg: return parameter(dimMultiples_, int(s.ival));  // a runtime size in a stride
     default: return 1;  // computed values: no guarantee
   }
 }

@@ -13,16 +13,20 @@
 //   shuffle from the run's first lane).
 //
 // A run is the chunks of consecutive lanes that are adjacent in memory: lanes of one row whose
-// chunks follow each other along the store's innermost slice (a row of codes, a column's run of
-// row blocks), as many as divide the slice, the row's threads and the warp. The piece is the
+// chunks follow each other along the store's innermost slice (a row of codes; the 24 bytes of a
+// column block), as many as divide the slice, the row's threads and the warp. The piece is the
 // largest power of two (at most 16 bytes) that divides the run and that every run start is
 // aligned to -- at least 4 bytes, else the store is not staged -- so consecutive lanes write
 // consecutive pieces of a run: whole sectors per instruction. Where runs are single chunks the
-// pieces are the chunk's own alignment, and every piece still goes to its own address. A warp
-// sync before the lanes write protects the previous staged store's reads.
+// pieces are the chunk's own alignment, and every piece still goes to its own address; where
+// those chunks are adjacent through an outer dimension (a column's HB blocks, 24 bytes apart)
+// the pieces still fill whole sectors, only narrower ones than a run across that dimension
+// could use (runs do not extend past the innermost slice). A warp sync before the lanes write
+// protects the previous staged store's reads.
 
 #include "compiler/codegen/kernel_emitter.h"
 
+#include <algorithm>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -98,7 +102,7 @@ LogicalResult KernelEmitter::emitStagedStore(const kir::Op& op) {
     Value asUnits = vector::BitCastOp::create(b_, VectorType::get({chunkUnits}, unitType), v.chunks[c]);
     Value mine = arith::AddIOp::create(b_, warpBase, arith::MulIOp::create(b_, hwLane, constI64(chunkUnits)));
     vector::StoreOp::create(b_, asUnits, stagingBuffer_, ValueRange{index(mine)}, false,
-                            llvm::MaybeAlign(plan.chunkBytes & -plan.chunkBytes));
+                            llvm::MaybeAlign(std::min(plan.chunkBytes & -plan.chunkBytes, kMaxAccessBytes)));
     warpSync();
     Value offLo = toI32(offset);
     Value offHi = toI32(arith::ShRUIOp::create(b_, offset, constI64(32)));

@@ -178,6 +178,58 @@ TEST(StrideMultiples, RecordedForRuntimeSizesOnlyWhereConstantsFallShort) {
   EXPECT_EQ(lnBwd.count("P"), 0u);
 }
 
+// What is required of a parameter or size is what every access needs of it at once (the lcm),
+// and no more: a product asks its second factor only for what the first does not give, and a
+// quotient that would not keep a multiple asks nothing of its dividend.
+TEST(StrideMultiples, RequirementsAreTheLcmOfTheAccessesAndNoMore) {
+  const std::string source = R"(
+kernel lcm_case(x: f32[R, 4096], z: u8[R, 4096], y: out f32[R, 4096], w: out u8[R, 4096], n: u8[N])
+  tune THREADS in {32} = 32, VEC in {16} = 16
+{
+  row r in R {
+    y[r, N / 3 : 512] = x[r, 0 : 512]
+    w[r, N : 512] = z[r, 0 : 512]
+  }
+}
+kernel product_case(x: bf16[T, H, N], y: out bf16[T, H, N])
+  tune THREADS in {32} = 32, VEC in {8} = 8
+{
+  row t, h in T, H {
+    y[t, h, 0 : 256] = x[t, h, 0 : 256]
+  }
+}
+kernel inexact_quotient(x: f32[R, 4096], y: out f32[R, 4096], n: u8[N])
+  tune THREADS in {32} = 32, VEC in {4} = 4
+{
+  row r in R {
+    y[r, (N + 1) / 2 : 128] = x[r, 0 : 128]
+  }
+}
+)";
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = frontend::parseSource("inline.mxk", source, diags);
+  ASSERT_TRUE(m) << diags.render();
+  auto multiples = [&](const char* kernel) {
+    std::map<std::string, int64_t> found;
+    std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, kernel, {});
+    if (!k) return found;
+    Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
+    EXPECT_TRUE(c.isOk()) << c.status().message();
+    if (!c.isOk()) return found;
+    nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
+    for (const auto& a : metadata["abi"])
+      if (a.contains("multiple_of")) found[a["name"]] = a["multiple_of"];
+    return found;
+  };
+  // N / 3 starts 64-byte f32 chunks (N a multiple of 12), N 16-byte u8 chunks (16): 48, not 16,
+  // under which N / 3 = 5 would start the f32 chunks 20 bytes in.
+  EXPECT_EQ(multiples("lcm_case"), (std::map<std::string, int64_t>{{"N", 48}}));
+  // [T, H, N] steps tokens by N * H: N, also the head stride, carries the 8 elements alone.
+  EXPECT_EQ(multiples("product_case"), (std::map<std::string, int64_t>{{"N", 8}}));
+  // (N + 1) / 2 is no multiple of anything whatever N is: element accesses, nothing required.
+  EXPECT_EQ(multiples("inexact_quotient"), (std::map<std::string, int64_t>{}));
+}
+
 // By default the scale and shift loads move ahead of the two block reductions (so all three
 // loads are in flight at once); PREFETCH = 0 keeps them where the body reads them.
 TEST_F(LnModulateCodeObject, LoadsMoveAheadOfReductionsUnlessPrefetchIsOff) {
