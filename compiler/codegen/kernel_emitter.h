@@ -258,11 +258,6 @@ class KernelEmitter {
   Value elementPointer(int param, Dtype d, Value offset);
   /// The global address of chunk `c` of a contiguous slice access at `base` (scalarOffset).
   Value chunkPointer(const kir::Op& op, Value base, int64_t c);
-  // paired_loads.cpp
-  /// Under COALESCE = 1, the 16-byte pieces per lane of a row load that lane pairs read as whole
-  /// sectors, or none.
-  std::optional<int64_t> pairedLoadPieces(const kir::Op& op);
-  LogicalResult emitPairedLoad(const kir::Op& op, int id, int64_t pieces);
   // staged_stores.cpp
   /// How a byte-vector store goes through the warp's staging buffer (chunks of a size that is
   /// not a power of two: 24 bytes of packed codes), if it does.

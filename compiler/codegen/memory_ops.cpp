@@ -124,7 +124,6 @@ LogicalResult KernelEmitter::emitLoad(const kir::Op& op, int id) {
   Layout l = layoutFor(op.type.length);
   if (gatherDim(op) >= 0) return emitGatherLoad(op, id);
   if (!isContiguous(op)) return emitElementwiseAccess(op, id);
-  if (std::optional<int64_t> pieces = pairedLoadPieces(op)) return emitPairedLoad(op, id, *pieces);
   int64_t align = chunkAlignment(op);
   for (int64_t c = 0; c < chunks_; ++c)
     out.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(p.dtype, l.perThread), chunkPointer(op, base, c), align));

@@ -135,8 +135,6 @@ LogicalResult KernelEmitter::checkSchedule() {
       return fail("PREDICATE = 1 predicates each store with inline PTX (@p st.global), which " + target_.name +
                   " does not run; use PREDICATE = 0 there");
   }
-  if (auto c = k_.config.find("COALESCE"); c != k_.config.end() && c->second != 0 && c->second != 1)
-    return fail("COALESCE must be 0 (each lane loads its own chunk) or 1 (lane pairs load whole sectors)");
   // Loops of the DSL body; the row-group loop of SERIAL has the same trips in every row.
   int loopDepth = 0;
   for (size_t i = 0; i < k_.ops.size(); ++i) {
