@@ -149,23 +149,29 @@ TEST(StrideMultiples, RecordedForStrideParametersOfVectorAccesses) {
   EXPECT_EQ(strides, 3);
 }
 
+/// The multiple_of the sm_90 metadata of `kernel` records, by ABI argument name.
+std::map<std::string, int64_t> recordedMultiples(const frontend::Module& m, const char* kernel,
+                                                 const std::map<std::string, int64_t>& config) {
+  std::map<std::string, int64_t> found;
+  std::optional<kir::Kernel> k = testing::instantiateOrFail(m, kernel, config);
+  if (!k) return found;
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
+  EXPECT_TRUE(c.isOk()) << c.status().message();
+  if (!c.isOk()) return found;
+  nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
+  for (const auto& a : metadata["abi"])
+    if (a.contains("multiple_of")) found[a["name"]] = a["multiple_of"];
+  return found;
+}
+
 // A runtime size in a stride is required like a stride parameter, and only as far as the
 // constants beside it do not already give the multiple: the prologue's row pitch RW steps its
 // 96-byte runs of packed codes (16-byte stores), while LN-modulate backward's partials [P, B, D]
 // step by P * 3072 elements, a multiple of anything its accesses need, so P is left free.
 TEST(StrideMultiples, RecordedForRuntimeSizesOnlyWhereConstantsFallShort) {
   auto multiplesOf = [](const char* file, const char* kernel, const std::map<std::string, int64_t>& config) {
-    std::map<std::string, int64_t> multiples;
     std::optional<frontend::Module> m = testing::parseKernelFile(file);
-    std::optional<kir::Kernel> k = m ? testing::instantiateOrFail(*m, kernel, config) : std::nullopt;
-    if (!k) return multiples;
-    Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
-    EXPECT_TRUE(c.isOk()) << c.status().message();
-    if (!c.isOk()) return multiples;
-    nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
-    for (const auto& a : metadata["abi"])
-      if (a.contains("multiple_of")) multiples[a["name"]] = a["multiple_of"];
-    return multiples;
+    return m ? recordedMultiples(*m, kernel, config) : std::map<std::string, int64_t>{};
   };
   std::map<std::string, int64_t> prologue =
       multiplesOf("norm_rope_bwd_pack.mxk", "norm_rope_qkv_bwd_pack", {{"THREADS", 512}, {"VEC", 8}});
@@ -209,18 +215,7 @@ kernel inexact_quotient(x: f32[R, 4096], y: out f32[R, 4096], n: u8[N])
   frontend::DiagnosticEngine diags;
   std::optional<frontend::Module> m = frontend::parseSource("inline.mxk", source, diags);
   ASSERT_TRUE(m) << diags.render();
-  auto multiples = [&](const char* kernel) {
-    std::map<std::string, int64_t> found;
-    std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, kernel, {});
-    if (!k) return found;
-    Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
-    EXPECT_TRUE(c.isOk()) << c.status().message();
-    if (!c.isOk()) return found;
-    nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
-    for (const auto& a : metadata["abi"])
-      if (a.contains("multiple_of")) found[a["name"]] = a["multiple_of"];
-    return found;
-  };
+  auto multiples = [&](const char* kernel) { return recordedMultiples(*m, kernel, {}); };
   // N / 3 starts 64-byte f32 chunks (N a multiple of 12), N 16-byte u8 chunks (16): 48, not 16,
   // under which N / 3 = 5 would start the f32 chunks 20 bytes in.
   EXPECT_EQ(multiples("lcm_case"), (std::map<std::string, int64_t>{{"N", 48}}));
