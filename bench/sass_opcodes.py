@@ -37,7 +37,8 @@ def main():
             continue
         op = (words[1] if words[0].startswith("@") and len(words) > 1 else words[0]).split(".")[0]
         for i, f in enumerate(fields):
-            totals[op][i] += number(r[col[f]])
+            if f in col:  # a kernel without shared memory has no shared-memory columns
+                totals[op][i] += number(r[col[f]])
     inst = sum(t[0] for t in totals.values()) or 1
     samples = sum(t[1] for t in totals.values()) or 1
     print(f"warp instructions {inst:.0f}, stall samples {samples:.0f}")
