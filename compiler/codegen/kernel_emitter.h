@@ -267,8 +267,6 @@ class KernelEmitter {
     int64_t piece;       // bytes per global store: divides a run, every run start aligned to it
   };
   std::optional<StagedStore> stagedStore(const kir::Op& op);
-  /// stagedStore's chunk bytes, or 0.
-  int64_t stagedChunkBytes(const kir::Op& op);
   LogicalResult emitStagedStore(const kir::Op& op);
   /// Orders the shared-memory accesses of a warp (NVIDIA) or wavefront (AMD).
   void warpSync();
@@ -319,7 +317,7 @@ class KernelEmitter {
   std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
   std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
   Value sharedBuf_;
-  Value stagingBuffer_;  // stagedChunkBytes per thread; null if no store is staged
+  Value stagingBuffer_;  // the largest staged chunk per thread; null if no store is staged
   int64_t stagingUnitBytes_ = 4;  // its element: 4 bytes, or 2 or 1 for chunks of odd words
   std::map<int, Value> transposeBuffers_;  // Transpose op id -> its shared buffer
   std::set<int> transposeWaits_;           // transposes whose buffer an earlier one used

@@ -139,7 +139,7 @@ LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
   const kir::Param& p = k_.params[op.param];
   const RegValue& v = values_[op.value];
   bool slice = v.isVector();
-  if (slice && stagingBuffer_ && stagedChunkBytes(op) > 0) return emitStagedStore(op);
+  if (slice && stagingBuffer_ && stagedStore(op)) return emitStagedStore(op);
   Value base = scalarOffset(op);
   // Every element is stored once: a scalar by lane 0 of its row, a replicated vector element by
   // the first of the lanes that share it, anything else by the thread that holds it.

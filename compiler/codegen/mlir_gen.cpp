@@ -360,9 +360,9 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   // Staged stores share one buffer: each waits for the warp to finish reading the previous one.
   int64_t stagedBytes = 0;
   for (const kir::Op& op : k_.ops) {
-    if (int64_t bytes = stagedChunkBytes(op); bytes > 0) {
-      stagedBytes = std::max(stagedBytes, bytes);
-      stagingUnitBytes_ = std::gcd(stagingUnitBytes_, bytes);
+    if (std::optional<StagedStore> staged = stagedStore(op)) {
+      stagedBytes = std::max(stagedBytes, staged->chunkBytes);
+      stagingUnitBytes_ = std::gcd(stagingUnitBytes_, staged->chunkBytes);
     }
   }
   std::optional<size_t> stagingSlot;

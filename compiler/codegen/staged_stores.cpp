@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
-#include <tuple>
 #include <utility>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -53,11 +52,6 @@ std::optional<KernelEmitter::StagedStore> KernelEmitter::stagedStore(const kir::
   const int64_t piece = accessAlignment(op, runLanes * bytes);
   if (piece < 4) return std::nullopt;
   return StagedStore{bytes, runLanes, piece};
-}
-
-int64_t KernelEmitter::stagedChunkBytes(const kir::Op& op) {
-  std::optional<StagedStore> plan = stagedStore(op);
-  return plan ? plan->chunkBytes : 0;
 }
 
 void KernelEmitter::warpSync() {
@@ -108,17 +102,15 @@ LogicalResult KernelEmitter::emitStagedStore(const kir::Op& op) {
     Value offHi = toI32(arith::ShRUIOp::create(b_, offset, constI64(32)));
     // The run's offset and validity, from its first lane. Where the whole warp is one run, that
     // lane is lane 0 in every round: one exchange serves them all.
-    Value warpRunOffset, warpRunValid;
     auto fromRunStart = [&](Value src) -> std::pair<Value, Value> {
-      if (plan.runLanes == warp_ && warpRunOffset) return {warpRunOffset, warpRunValid};
       Value lo = arith::ExtUIOp::create(b_, b_.getI64Type(), shuffleFrom(offLo, src));
       Value hi = arith::ExtUIOp::create(b_, b_.getI64Type(), shuffleFrom(offHi, src));
       Value srcOffset = arith::OrIOp::create(b_, arith::ShLIOp::create(b_, hi, constI64(32)), lo);
       Value srcValid = arith::CmpIOp::create(b_, arith::CmpIPredicate::ne, shuffleFrom(valid, src),
                                              arith::ConstantOp::create(b_, b_.getI32IntegerAttr(0)));
-      if (plan.runLanes == warp_) std::tie(warpRunOffset, warpRunValid) = std::pair(srcOffset, srcValid);
       return {srcOffset, srcValid};
     };
+    std::optional<std::pair<Value, Value>> warpRun;
     for (int64_t k = 0; k < rounds; ++k) {
       // The last round may have fewer pieces than lanes: the others read piece 0 and store nothing.
       const bool partial = (k + 1) * warp_ > piecesPerWarp;
@@ -131,7 +123,8 @@ LogicalResult KernelEmitter::emitStagedStore(const kir::Op& op) {
       Value run = arith::DivUIOp::create(b_, p, constI64(piecesPerRun));
       Value src = toI32(arith::MulIOp::create(b_, run, constI64(plan.runLanes)));
       Value q = arith::RemUIOp::create(b_, p, constI64(piecesPerRun));
-      auto [srcOffset, srcValid] = fromRunStart(src);
+      if (plan.runLanes == warp_ && !warpRun) warpRun = fromRunStart(src);
+      auto [srcOffset, srcValid] = warpRun ? *warpRun : fromRunStart(src);
       if (partial) srcValid = arith::AndIOp::create(b_, srcValid, active);
       Value at = arith::AddIOp::create(b_, warpBase, arith::MulIOp::create(b_, p, constI64(pieceUnits)));
       Value data = vector::LoadOp::create(b_, VectorType::get({pieceUnits}, unitType), stagingBuffer_,
