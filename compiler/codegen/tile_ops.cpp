@@ -14,7 +14,9 @@
 // from the 32 banks of 4 bytes:
 //  - writes: a thread's E row elements are one vector store (16-byte words where the rows are
 //    16-byte multiples); rows are padded by 16 bytes, so the lanes of one store phase, which
-//    write neighbouring rows, start in different banks;
+//    write neighbouring rows, start in different banks; rows longer than 128 bytes get their 16
+//    bytes after every 128 instead, so that the lanes of a phase within one row (four 64-byte
+//    vectors of a 256-byte row) do not meet again 128 bytes on;
 //  - reads: thread t holds E consecutive rows of one column, rows (t % n) * E + e with n = R / E
 //    bands, so at each step the lanes of a warp read one row of every band across 32 / n
 //    columns. Without more, the bands lie a multiple of 128 bytes apart (E rows of a padded
@@ -192,9 +194,12 @@ LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
   Value buffer = transposeBuffers_.at(id);
   Value rowBase = arith::MulIOp::create(b_, rowInBlock_, constI64(t.region));
   auto index = [&](Value v) { return arith::IndexCastOp::create(b_, b_.getIndexType(), v); };
-  // Tile element j = (r, w) lives at r*pitch + w + (r / band)*skew (TransposeLayout::slot).
+  // Tile element j = (r, w) lives at r*pitch + w + (w / segment)*pad + (r / band)*skew
+  // (TransposeLayout::slot).
   auto slot = [&](Value r, Value w) {
     Value at = arith::AddIOp::create(b_, arith::MulIOp::create(b_, r, constI64(t.pitch)), w);
+    if (t.pad > 0)
+      at = arith::AddIOp::create(b_, at, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, w, constI64(t.segment)), constI64(t.pad)));
     if (t.skew > 0)
       at = arith::AddIOp::create(b_, at, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, r, constI64(t.band)), constI64(t.skew)));
     return arith::AddIOp::create(b_, rowBase, at);

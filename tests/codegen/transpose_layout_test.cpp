@@ -5,7 +5,10 @@
 //  - the column reads of a warp (thread t holds elements t*E .. t*E+E-1 of the [W, R] transpose:
 //    column (t*E + e) / R, row (t*E + e) % R at step e) touch each bank at most once -- one
 //    shared-memory wavefront per read instruction -- at the schedules the packers and the
-//    prologue run (a band count of at most 8: 128 / bands bytes of spacing per band).
+//    prologue run (a band count of at most 8: 128 / bands bytes of spacing per band);
+//  - the row writes of a warp (thread t stores elements t*E .. t*E+E-1 of the tile as 16-byte
+//    words, each store instruction in phases of 8 lanes) put the 8 lanes of a phase on 8
+//    different 16-byte units of the bank row.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -68,13 +71,60 @@ TEST(TransposeLayout, ColumnReadsOfAWarpHitEachBankOnce) {
   // Column and dual packers: [HB*32, W] bf16 tiles at their benchmarked VEC and THREADS; the
   // prologue: [32, 128] bf16 and f32 tiles at VEC = 8, 16.
   for (const Schedule& s : {Schedule{128, 64, 2, 32, 256}, {128, 64, 2, 32, 128}, {64, 64, 2, 32, 128},
-                            {256, 64, 2, 32, 256}, {128, 128, 2, 32, 512}, {128, 64, 2, 16, 512},
+                            {256, 64, 2, 32, 256}, {128, 128, 2, 32, 512}, {128, 128, 2, 32, 256},
+                            {64, 128, 2, 16, 256}, {128, 64, 2, 16, 512},
                             {256, 32, 2, 32, 256}, {32, 128, 2, 8, 512}, {32, 128, 4, 8, 512},
                             {32, 128, 2, 16, 256}, {32, 64, 2, 32, 64}}) {
     SCOPED_TRACE(describe(s.rows, s.cols, s.bytes, s.perThread));
     TransposeLayout t = transposeLayout(s.rows, s.cols, s.bytes, s.perThread);
     EXPECT_EQ(worstBankLoad(t, s.rows, s.cols, s.bytes, s.perThread, s.threads), 1);
   }
+}
+
+/// The most lanes of one 8-lane phase of a 16-byte store instruction that share a 16-byte unit
+/// of the bank row (1: one wavefront per phase). Thread t's vector covers tile elements t*E ..;
+/// instruction i of it stores its 16 bytes at i*16.
+int64_t worstStorePhase(const TransposeLayout& t, int64_t cols, int64_t bytes, int64_t perThread, int64_t threads) {
+  int64_t worst = 0;
+  const int64_t words = perThread * bytes / 16;
+  for (int64_t phase = 0; phase * 8 < threads; ++phase)
+    for (int64_t i = 0; i < words; ++i) {
+      std::map<int64_t, int64_t> lanesOnUnit;
+      for (int64_t lane = phase * 8; lane < phase * 8 + 8; ++lane) {
+        int64_t first = lane * perThread + i * 16 / bytes;
+        int64_t byte = t.slot(first / cols, first % cols) * bytes;
+        worst = std::max(worst, ++lanesOnUnit[byte / 16 % 8]);
+      }
+    }
+  return worst;
+}
+
+TEST(TransposeLayout, RowWritesOfAPhaseHitEachUnitOnce) {
+  struct Schedule {
+    int64_t rows, cols, bytes, perThread, threads;
+  };
+  // The schedules above, and the 256-byte rows where four 64-byte vectors share a row (the dual
+  // packer's 128-column tiles) or eight 32-byte ones (VEC = 16), and the prologue's f32 tile.
+  for (const Schedule& s : {Schedule{128, 64, 2, 32, 256}, {128, 128, 2, 32, 256}, {128, 128, 2, 32, 512},
+                            {64, 128, 2, 16, 256}, {32, 128, 2, 16, 256}, {32, 128, 2, 8, 512},
+                            {32, 128, 4, 8, 512}, {32, 128, 4, 16, 256}, {256, 32, 2, 32, 256}}) {
+    SCOPED_TRACE(describe(s.rows, s.cols, s.bytes, s.perThread));
+    TransposeLayout t = transposeLayout(s.rows, s.cols, s.bytes, s.perThread);
+    EXPECT_EQ(worstStorePhase(t, s.cols, s.bytes, s.perThread, s.threads), 1);
+  }
+}
+
+// One padding per row: the 128-column tile's four 64-byte vectors pair up on the same units, the
+// two-way conflict Nsight Compute measured on the dual packer (4.4 wavefronts per store request
+// where 4 would do).
+TEST(TransposeLayout, WithoutThePaddingInsideTheRowItsVectorsCollide) {
+  TransposeLayout t = transposeLayout(128, 128, 2, 32);
+  ASSERT_GT(t.pad, 0);
+  t.pitch = 128 + 8;
+  t.pad = 0;
+  t.skew = ((32 - 32 * t.pitch * 2) % 128 + 128) % 128 / 2;
+  EXPECT_EQ(worstStorePhase(t, 128, 2, 32, 256), 2);
+  EXPECT_EQ(worstBankLoad(t, 128, 128, 2, 32, 256), 1);
 }
 
 // Without the skew (bands a multiple of 128 bytes apart), the same reads would queue: the model
