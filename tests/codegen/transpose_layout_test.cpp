@@ -64,17 +64,21 @@ int64_t worstBankLoad(const TransposeLayout& t, int64_t rows, int64_t cols, int6
   return worst;
 }
 
+struct Schedule {
+  int64_t rows, cols, bytes, perThread, threads;
+};
+
+// Column and dual packers: [HB*32, W] bf16 tiles at their benchmarked VEC and THREADS, among them
+// the 256-byte rows where four 64-byte vectors (the dual packer's 128-column tiles) or eight
+// 32-byte ones (VEC = 16) share a row; the prologue: [32, 128] bf16 and f32 tiles at VEC = 8, 16.
+constexpr Schedule kSchedules[] = {{128, 64, 2, 32, 256}, {128, 64, 2, 32, 128}, {64, 64, 2, 32, 128},
+                                   {256, 64, 2, 32, 256}, {128, 128, 2, 32, 512}, {128, 128, 2, 32, 256},
+                                   {64, 128, 2, 16, 256}, {128, 64, 2, 16, 512},  {256, 32, 2, 32, 256},
+                                   {32, 128, 2, 8, 512},  {32, 128, 4, 8, 512},   {32, 128, 2, 16, 256},
+                                   {32, 128, 4, 16, 256}, {32, 64, 2, 32, 64}};
+
 TEST(TransposeLayout, ColumnReadsOfAWarpHitEachBankOnce) {
-  struct Schedule {
-    int64_t rows, cols, bytes, perThread, threads;
-  };
-  // Column and dual packers: [HB*32, W] bf16 tiles at their benchmarked VEC and THREADS; the
-  // prologue: [32, 128] bf16 and f32 tiles at VEC = 8, 16.
-  for (const Schedule& s : {Schedule{128, 64, 2, 32, 256}, {128, 64, 2, 32, 128}, {64, 64, 2, 32, 128},
-                            {256, 64, 2, 32, 256}, {128, 128, 2, 32, 512}, {128, 128, 2, 32, 256},
-                            {64, 128, 2, 16, 256}, {128, 64, 2, 16, 512},
-                            {256, 32, 2, 32, 256}, {32, 128, 2, 8, 512}, {32, 128, 4, 8, 512},
-                            {32, 128, 2, 16, 256}, {32, 64, 2, 32, 64}}) {
+  for (const Schedule& s : kSchedules) {
     SCOPED_TRACE(describe(s.rows, s.cols, s.bytes, s.perThread));
     TransposeLayout t = transposeLayout(s.rows, s.cols, s.bytes, s.perThread);
     EXPECT_EQ(worstBankLoad(t, s.rows, s.cols, s.bytes, s.perThread, s.threads), 1);
@@ -100,14 +104,7 @@ int64_t worstStorePhase(const TransposeLayout& t, int64_t cols, int64_t bytes, i
 }
 
 TEST(TransposeLayout, RowWritesOfAPhaseHitEachUnitOnce) {
-  struct Schedule {
-    int64_t rows, cols, bytes, perThread, threads;
-  };
-  // The schedules above, and the 256-byte rows where four 64-byte vectors share a row (the dual
-  // packer's 128-column tiles) or eight 32-byte ones (VEC = 16), and the prologue's f32 tile.
-  for (const Schedule& s : {Schedule{128, 64, 2, 32, 256}, {128, 128, 2, 32, 256}, {128, 128, 2, 32, 512},
-                            {64, 128, 2, 16, 256}, {32, 128, 2, 16, 256}, {32, 128, 2, 8, 512},
-                            {32, 128, 4, 8, 512}, {32, 128, 4, 16, 256}, {256, 32, 2, 32, 256}}) {
+  for (const Schedule& s : kSchedules) {
     SCOPED_TRACE(describe(s.rows, s.cols, s.bytes, s.perThread));
     TransposeLayout t = transposeLayout(s.rows, s.cols, s.bytes, s.perThread);
     EXPECT_EQ(worstStorePhase(t, s.cols, s.bytes, s.perThread, s.threads), 1);
