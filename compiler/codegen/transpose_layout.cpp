@@ -6,17 +6,16 @@ namespace mxfp6::codegen {
 namespace {
 
 /// Whether two lanes of one 8-lane phase of a 16-byte store land on the same 16-byte unit of the
-/// bank row, thread t's vector holding tile elements t*E .. t*E+E-1 (row-major), the row at
-/// `pitchBytes`, `padBytes` after every `segmentBytes` of it.
-bool storePhasesCollide(int64_t rows, int64_t cols, int64_t bytes, int64_t perThread, int64_t pitchBytes,
-                        int64_t segmentBytes, int64_t padBytes) {
+/// bank row, thread t's vector holding tile elements t*E .. t*E+E-1 (row-major), rows
+/// `pitchBytes` apart.
+bool storePhasesCollide(int64_t rows, int64_t cols, int64_t bytes, int64_t perThread, int64_t pitchBytes) {
   const int64_t threads = rows * cols / perThread, words = perThread * bytes / 16;
   for (int64_t phase = 0; phase * 8 < threads; ++phase)
     for (int64_t i = 0; i < words; ++i) {
       int units = 0;
       for (int64_t lane = phase * 8; lane < std::min(threads, phase * 8 + 8); ++lane) {
         int64_t first = lane * perThread * bytes + i * 16, r = first / (cols * bytes), w = first % (cols * bytes);
-        int bit = 1 << ((r * pitchBytes + w + w / segmentBytes * padBytes) / 16 % 8);
+        int bit = 1 << ((r * pitchBytes + w) / 16 % 8);
         if (units & bit) return true;
         units |= bit;
       }
@@ -38,7 +37,7 @@ TransposeLayout transposeLayout(int64_t rows, int64_t cols, int64_t bytes, int64
   // a padding. Rows whose phases do not collide keep the one padding at their end.
   bool segmented = wholeWords && rowBytes > 128 && rowBytes % 128 == 0 && vectorBytes % 16 == 0 &&
                    vectorBytes <= 128 && 128 % vectorBytes == 0 &&
-                   storePhasesCollide(rows, cols, bytes, perThread, rowBytes + 16, rowBytes, 0);
+                   storePhasesCollide(rows, cols, bytes, perThread, rowBytes + 16);
   t.segment = segmented ? 128 / bytes : cols;
   t.pad = segmented ? 16 / bytes : 0;
   t.pitch = cols + (segmented ? rowBytes / 128 * t.pad : wholeWords ? 16 / bytes : std::max<int64_t>(1, 4 / bytes));
