@@ -83,14 +83,23 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   bool nestedInAlternating = false;
   for (Value half : reductionHalves_) nestedInAlternating |= bool(half);
   if (alternates && nestedInAlternating) gpu::BarrierOp::create(b_);
+  // The loads that read the same elements every trip, once, where the loop runs at all.
+  if (!plan.invariant.empty()) {
+    (void)bindLoads(plan.invariant, emitLoadsAtTrip(plan, plan.invariant, start));
+    prefetched_.insert(plan.invariant.begin(), plan.invariant.end());
+  }
   SmallVector<Value> carried;
   // The first trip's loads before the loop; each trip starts the next trip's loads before its
   // own work and carries them over (pipeline.cpp).
+  bool staged = !plan.staged.empty();
   if (!plan.loads.empty()) {
     carried = emitPrefetch(plan, start);
-    for (int64_t ahead = 0; ahead < asyncDepth(); ++ahead)
-      emitCopies(plan, arith::AddIOp::create(b_, start, arith::MulIOp::create(b_, step, constI64(ahead))));
+    for (int64_t ahead = 0; staged && ahead < asyncDepth(); ++ahead)
+      emitCopies(plan, arith::AddIOp::create(b_, start, arith::MulIOp::create(b_, step, constI64(ahead))),
+                 constI64(ahead));
   }
+  size_t registerCarried = carried.size();
+  if (staged) carried.push_back(constI64(0));  // the first trip's ring slot
   if (alternates) carried.push_back(constI64(0));
   auto loop = scf::ForOp::create(b_, start, end, step, carried);
   openLoops_.push_back(loop);
@@ -104,9 +113,21 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   if (id == serialLoop_) row_ = serialRow(iv, &rowValid_);
   if (plan.loads.empty()) return success();
   plan.next = emitPrefetch(plan, arith::AddIOp::create(b_, iv, step));
-  if (asyncDepth() > 0) emitCopies(plan, arith::AddIOp::create(b_, iv, arith::MulIOp::create(b_, step, constI64(asyncDepth()))));
+  if (staged) {
+    // Ring slots advance by one per trip, modulo d + 1: the copies d trips ahead go to the slot
+    // this trip's came from one trip ago, (slot + d) mod (d + 1).
+    Value ringSize = constI64(asyncDepth() + 1);
+    plan.slot = iterArgs[registerCarried];
+    auto wrap = [&](Value v) {
+      Value past = arith::CmpIOp::create(b_, arith::CmpIPredicate::sge, v, ringSize);
+      return arith::SelectOp::create(b_, past, arith::SubIOp::create(b_, v, ringSize), v).getResult();
+    };
+    plan.nextSlot = wrap(arith::AddIOp::create(b_, plan.slot, constI64(1)));
+    emitCopies(plan, arith::AddIOp::create(b_, iv, arith::MulIOp::create(b_, step, constI64(asyncDepth()))),
+               wrap(arith::AddIOp::create(b_, plan.slot, constI64(asyncDepth()))));
+  }
   values_[id].scalar = iv;
-  bindPrefetched(plan, alternates ? iterArgs.drop_back() : iterArgs, iv);
+  bindPrefetched(plan, iterArgs.take_front(registerCarried));
   prefetched_.insert(plan.loads.begin(), plan.loads.end());
   pipelined_[id] = plan;
   return success();
@@ -117,6 +138,7 @@ LogicalResult KernelEmitter::emitForEnd(const kir::Op& op) {
   SmallVector<Value> next;
   if (auto plan = pipelined_.find(int(op.ival)); plan != pipelined_.end()) {
     next = plan->second.next;
+    if (plan->second.nextSlot) next.push_back(plan->second.nextSlot);
     pipelined_.erase(plan);
   }
   Value half = reductionHalves_.pop_back_val();

@@ -135,6 +135,9 @@ class KernelEmitter {
   struct PipelinePlan {
     int forId = -1;
     std::vector<int> loads;  // the body's loads whose addresses can be computed for any trip
+    // The body's loads that read the same elements on every trip (a sample's parameters at a
+    // fixed index): issued once before the loop instead of once per trip.
+    std::vector<int> invariant;
     std::vector<int> slice;  // the scalar body ops those addresses need, in KIR order
     // ASYNC: the loads of `loads` copied to shared memory (asynchronous copies) instead of
     // carried in registers, with the byte offset of each in one slot of the loop's ring.
@@ -142,6 +145,9 @@ class KernelEmitter {
     int64_t stagedBytes = 0;  // one slot (one trip) of the loop's ring
     Value start, step, end;   // the loop's bounds: the next trip's guard, the trip's half
     SmallVector<Value> next;  // the next trip's register-carried loads, issued at the start of this trip
+    // ASYNC: this trip's slot of the ring (carried by the loop: no division by a runtime step),
+    // and the next trip's.
+    Value slot, nextSlot;
   };
   bool pipelinesLoops() const;
   /// Whether the loop opened by ForBegin `forId` issues its loads a trip ahead.
@@ -160,21 +166,26 @@ class KernelEmitter {
   /// Whether `load` can be copied asynchronously: every chunk one aligned 4-, 8- or 16-byte
   /// access of distinct elements.
   bool copiesAsynchronously(const kir::Op& load);
-  SmallVector<Type> prefetchTypes(const PipelinePlan& plan);
+  /// The types of `loads` as registers hold them, flattened: a scalar, or a vector's chunks.
+  SmallVector<Type> loadTypes(ArrayRef<int> loads);
   /// Recomputes the plan's slice with `trip` as the induction value (the caller rebinds the real
   /// one after).
   void bindTrip(const PipelinePlan& plan, Value trip);
-  /// The plan's register-carried loads at trip `trip`, or zeros when trip >= end; flattened: a
-  /// scalar, or the chunks of a vector, per load.
+  /// `loads` (of the plan's loop) at trip `trip`, or zeros when trip >= end; flattened as
+  /// loadTypes.
+  SmallVector<Value> emitLoadsAtTrip(const PipelinePlan& plan, ArrayRef<int> loads, Value trip);
+  /// The plan's register-carried loads at trip `trip` (emitLoadsAtTrip).
   SmallVector<Value> emitPrefetch(const PipelinePlan& plan, Value trip);
-  /// The asynchronous copies of the plan's staged loads at trip `trip` (none when trip >= end),
-  /// then one commit group.
-  void emitCopies(const PipelinePlan& plan, Value trip);
+  /// Makes `loads` read `values` (emitLoadsAtTrip's layout); returns how many values they took.
+  size_t bindLoads(ArrayRef<int> loads, ValueRange values);
+  /// The asynchronous copies of the plan's staged loads at trip `trip` (none when trip >= end)
+  /// into ring slot `slot`, then one commit group.
+  void emitCopies(const PipelinePlan& plan, Value trip, Value slot);
   /// Makes the plan's loads read `carried` (emitPrefetch's layout), and the staged ones read
-  /// shared memory once trip `iv`'s copies have landed.
-  void bindPrefetched(const PipelinePlan& plan, ValueRange carried, Value iv);
-  /// This thread's slot of chunk `c` of staged load `id` in the half of trip `trip`.
-  Value stagedChunkPointer(const PipelinePlan& plan, int id, int64_t c, Value trip);
+  /// ring slot `plan.slot` once this trip's copies have landed.
+  void bindPrefetched(const PipelinePlan& plan, ValueRange carried);
+  /// This thread's place for chunk `c` of staged load `id` in ring slot `slot`.
+  Value stagedChunkPointer(const PipelinePlan& plan, int id, int64_t c, Value slot);
   // mx_ops.cpp
   LogicalResult emitMxScale(const kir::Op& op, int id);
   /// The largest |bf16| bit pattern of each 32-element block of a chunk (i32 lanes, as

@@ -15,9 +15,10 @@
 //
 // ASYNC = d >= 1 (NVIDIA) keeps the streamed vector loads out of registers and d trips ahead:
 // they are copied to shared memory (cp.async, one commit group per trip) into a ring of d + 1
-// slots per loop, trip j's slot being ((j - start) / step) % (d + 1). Before the loop the copies of
-// the first d trips go out; trip i sends those of trip i + d*step, waits until at most d groups
-// are pending (its own copies have landed, the next d trips' stay in flight) and reads its slot.
+// slots per loop, trip j's slot being ((j - start) / step) % (d + 1), carried by the loop as a
+// counter (a runtime step would cost a division per trip). Before the loop the copies of the
+// first d trips go out; trip i sends those of trip i + d*step, waits until at most d groups are
+// pending (its own copies have landed, the next d trips' stay in flight) and reads its slot.
 // Each thread reads back only what it copied itself, so no barrier is needed: the wait makes a
 // thread's own copies visible to it. Registers then hold one trip's rows, as without
 // pipelining; shared memory holds the rows in flight.
@@ -117,6 +118,23 @@ KernelEmitter::PipelinePlan KernelEmitter::planPipeline(int forId) {
     plan.loads.push_back(i);
   }
   plan.slice.assign(slice.begin(), slice.end());
+  // A load whose address does not depend on the trip reads the same elements on every trip:
+  // issued once before the loop, it costs one trip's registers and no traffic per trip.
+  std::function<bool(int)> dependsOnTrip = [&](int id) {
+    if (id == forId) return true;
+    if (id < forId) return false;
+    for (int o : k_.ops[id].operands)
+      if (o >= 0 && dependsOnTrip(o)) return true;
+    return false;
+  };
+  std::erase_if(plan.loads, [&](int id) {
+    const kir::Op& op = k_.ops[id];
+    bool depends = false;
+    for (int o : op.operands) depends = depends || (o >= 0 && dependsOnTrip(o));
+    for (int s : op.strides) depends = depends || dependsOnTrip(s);
+    if (!depends) plan.invariant.push_back(id);
+    return !depends;
+  });
   if (asyncDepth() > 0) {
     for (int id : plan.loads) {
       const kir::Op& op = k_.ops[id];
@@ -142,10 +160,9 @@ KernelEmitter::PipelinePlan KernelEmitter::planPipeline(int forId) {
   return plan;
 }
 
-SmallVector<Type> KernelEmitter::prefetchTypes(const PipelinePlan& plan) {
+SmallVector<Type> KernelEmitter::loadTypes(ArrayRef<int> loads) {
   SmallVector<Type> types;
-  for (int id : plan.loads) {
-    if (plan.staged.count(id)) continue;
+  for (int id : loads) {
     const kir::Op& op = k_.ops[id];
     Type elem = scalarType(&ctx_, k_.params[op.param].dtype);
     if (!op.type.isVector()) {
@@ -158,18 +175,15 @@ SmallVector<Type> KernelEmitter::prefetchTypes(const PipelinePlan& plan) {
   return types;
 }
 
-Value KernelEmitter::stagedChunkPointer(const PipelinePlan& plan, int id, int64_t c, Value trip) {
+Value KernelEmitter::stagedChunkPointer(const PipelinePlan& plan, int id, int64_t c, Value slot) {
   const kir::Op& op = k_.ops[id];
   int64_t bytes = layoutFor(op.type.length).perThread * kir::dtypeBytes(k_.params[op.param].dtype);
-  Value ring = arith::RemUIOp::create(
-      b_, arith::DivUIOp::create(b_, arith::SubIOp::create(b_, trip, plan.start), plan.step),
-      constI64(asyncDepth() + 1));
   Value thread = arith::AddIOp::create(b_, arith::MulIOp::create(b_, rowInBlock_, constI64(threads_)), lane_);
-  Value slot = arith::AddIOp::create(b_, constI64(c * rows_ * threads_), thread);
+  Value place = arith::AddIOp::create(b_, constI64(c * rows_ * threads_), thread);
   Value offset = arith::AddIOp::create(
       b_, constI64(asyncRegion_.at(plan.forId) + plan.staged.at(id)),
-      arith::AddIOp::create(b_, arith::MulIOp::create(b_, ring, constI64(plan.stagedBytes)),
-                            arith::MulIOp::create(b_, slot, constI64(bytes))));
+      arith::AddIOp::create(b_, arith::MulIOp::create(b_, slot, constI64(plan.stagedBytes)),
+                            arith::MulIOp::create(b_, place, constI64(bytes))));
   auto sharedPtr = LLVM::LLVMPointerType::get(&ctx_, kSharedAddressSpace);
   return LLVM::GEPOp::create(b_, sharedPtr, b_.getI8Type(), asyncBuffer_, ValueRange{offset});
 }
@@ -182,8 +196,8 @@ void KernelEmitter::bindTrip(const PipelinePlan& plan, Value trip) {
   }
 }
 
-SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value trip) {
-  SmallVector<Type> types = prefetchTypes(plan);
+SmallVector<Value> KernelEmitter::emitLoadsAtTrip(const PipelinePlan& plan, ArrayRef<int> loads, Value trip) {
+  SmallVector<Type> types = loadTypes(loads);
   if (types.empty()) return {};
   bindTrip(plan, trip);
   Value inRange = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, trip, plan.end);
@@ -192,8 +206,7 @@ SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value t
     OpBuilder::InsertionGuard guard(b_);
     b_.setInsertionPointToStart(&ifOp.getThenRegion().front());
     SmallVector<Value> loaded;
-    for (int id : plan.loads) {
-      if (plan.staged.count(id)) continue;
+    for (int id : loads) {
       values_[id] = RegValue();
       (void)emitLoad(k_.ops[id], id);
       const RegValue& v = values_[id];
@@ -209,7 +222,28 @@ SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value t
   return SmallVector<Value>(ifOp.getResults().begin(), ifOp.getResults().end());
 }
 
-void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip) {
+SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value trip) {
+  std::vector<int> carried;
+  for (int id : plan.loads)
+    if (!plan.staged.count(id)) carried.push_back(id);
+  return emitLoadsAtTrip(plan, carried, trip);
+}
+
+size_t KernelEmitter::bindLoads(ArrayRef<int> loads, ValueRange values) {
+  size_t next = 0;
+  for (int id : loads) {
+    RegValue& v = values_[id];
+    v = RegValue();
+    if (!k_.ops[id].type.isVector()) {
+      v.scalar = values[next++];
+      continue;
+    }
+    for (int64_t c = 0; c < chunks_; ++c) v.chunks.push_back(values[next++]);
+  }
+  return next;
+}
+
+void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip, Value slot) {
   if (plan.staged.empty()) return;
   bindTrip(plan, trip);
   Value inRange = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, trip, plan.end);
@@ -224,7 +258,7 @@ void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip) {
       auto modifier = bytes == 16 ? NVVM::LoadCacheModifierKind::CG : NVVM::LoadCacheModifierKind::CA;
       Value base = scalarOffset(op);
       for (int64_t c = 0; c < chunks_; ++c)
-        NVVM::CpAsyncOp::create(b_, stagedChunkPointer(plan, id, c, trip), chunkPointer(op, base, c),
+        NVVM::CpAsyncOp::create(b_, stagedChunkPointer(plan, id, c, slot), chunkPointer(op, base, c),
                                 int32_t(bytes), modifier, Value());
     }
   }
@@ -232,28 +266,25 @@ void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip) {
   NVVM::CpAsyncCommitGroupOp::create(b_);
 }
 
-void KernelEmitter::bindPrefetched(const PipelinePlan& plan, ValueRange carried, Value iv) {
+void KernelEmitter::bindPrefetched(const PipelinePlan& plan, ValueRange carried) {
   // The newest asyncDepth() groups are the next trips'; this trip's is older.
   if (!plan.staged.empty()) NVVM::CpAsyncWaitGroupOp::create(b_, int32_t(asyncDepth()));
-  size_t next = 0;
+  std::vector<int> registers;
   for (int id : plan.loads) {
+    if (!plan.staged.count(id)) {
+      registers.push_back(id);
+      continue;
+    }
     RegValue& v = values_[id];
     v = RegValue();
-    if (plan.staged.count(id)) {
-      const kir::Op& op = k_.ops[id];
-      Layout l = layoutFor(op.type.length);
-      int64_t bytes = l.perThread * kir::dtypeBytes(k_.params[op.param].dtype);
-      for (int64_t c = 0; c < chunks_; ++c)
-        v.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(k_.params[op.param].dtype, l.perThread),
-                                                stagedChunkPointer(plan, id, c, iv), bytes));
-      continue;
-    }
-    if (!k_.ops[id].type.isVector()) {
-      v.scalar = carried[next++];
-      continue;
-    }
-    for (int64_t c = 0; c < chunks_; ++c) v.chunks.push_back(carried[next++]);
+    const kir::Op& op = k_.ops[id];
+    Layout l = layoutFor(op.type.length);
+    int64_t bytes = l.perThread * kir::dtypeBytes(k_.params[op.param].dtype);
+    for (int64_t c = 0; c < chunks_; ++c)
+      v.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(k_.params[op.param].dtype, l.perThread),
+                                              stagedChunkPointer(plan, id, c, plan.slot), bytes));
   }
+  (void)bindLoads(registers, carried);
 }
 
 }  // namespace mxfp6::codegen::detail
