@@ -71,8 +71,6 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   // The row-group loop of SERIAL is always pipelined: its point is the next group's loads.
   PipelinePlan plan;
   if (pipelines(id)) plan = pipelinePlans_.at(id);
-  plan.start = start;
-  plan.step = step;
   plan.end = end;
   // A loop with reductions across warps alternates between two halves of their shared slots,
   // trip by trip (reductions.cpp): a parity carried as the last loop value.
@@ -85,7 +83,7 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   if (alternates && nestedInAlternating) gpu::BarrierOp::create(b_);
   // The loads that read the same elements every trip, once, where the loop runs at all.
   if (!plan.invariant.empty()) {
-    (void)bindLoads(plan.invariant, emitLoadsAtTrip(plan, plan.invariant, start));
+    bindLoads(plan.invariant, emitLoadsAtTrip(plan, plan.invariant, start));
     prefetched_.insert(plan.invariant.begin(), plan.invariant.end());
   }
   SmallVector<Value> carried;

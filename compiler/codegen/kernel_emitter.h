@@ -143,7 +143,7 @@ class KernelEmitter {
     // carried in registers, with the byte offset of each in one slot of the loop's ring.
     std::map<int, int64_t> staged;
     int64_t stagedBytes = 0;  // one slot (one trip) of the loop's ring
-    Value start, step, end;   // the loop's bounds: the next trip's guard, the trip's half
+    Value end;                // the loop's bound: the guard of the loads of later trips
     SmallVector<Value> next;  // the next trip's register-carried loads, issued at the start of this trip
     // ASYNC: this trip's slot of the ring (carried by the loop: no division by a runtime step),
     // and the next trip's.
@@ -176,8 +176,8 @@ class KernelEmitter {
   SmallVector<Value> emitLoadsAtTrip(const PipelinePlan& plan, ArrayRef<int> loads, Value trip);
   /// The plan's register-carried loads at trip `trip` (emitLoadsAtTrip).
   SmallVector<Value> emitPrefetch(const PipelinePlan& plan, Value trip);
-  /// Makes `loads` read `values` (emitLoadsAtTrip's layout); returns how many values they took.
-  size_t bindLoads(ArrayRef<int> loads, ValueRange values);
+  /// Makes `loads` read `values` (emitLoadsAtTrip's layout).
+  void bindLoads(ArrayRef<int> loads, ValueRange values);
   /// The asynchronous copies of the plan's staged loads at trip `trip` (none when trip >= end)
   /// into ring slot `slot`, then one commit group.
   void emitCopies(const PipelinePlan& plan, Value trip, Value slot);

@@ -120,12 +120,14 @@ KernelEmitter::PipelinePlan KernelEmitter::planPipeline(int forId) {
   plan.slice.assign(slice.begin(), slice.end());
   // A load whose address does not depend on the trip reads the same elements on every trip:
   // issued once before the loop, it costs one trip's registers and no traffic per trip.
+  std::map<int, bool> tripDependent;
   std::function<bool(int)> dependsOnTrip = [&](int id) {
     if (id == forId) return true;
     if (id < forId) return false;
-    for (int o : k_.ops[id].operands)
-      if (o >= 0 && dependsOnTrip(o)) return true;
-    return false;
+    if (auto known = tripDependent.find(id); known != tripDependent.end()) return known->second;
+    bool depends = false;
+    for (int o : k_.ops[id].operands) depends = depends || (o >= 0 && dependsOnTrip(o));
+    return tripDependent[id] = depends;
   };
   std::erase_if(plan.loads, [&](int id) {
     const kir::Op& op = k_.ops[id];
@@ -229,7 +231,7 @@ SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value t
   return emitLoadsAtTrip(plan, carried, trip);
 }
 
-size_t KernelEmitter::bindLoads(ArrayRef<int> loads, ValueRange values) {
+void KernelEmitter::bindLoads(ArrayRef<int> loads, ValueRange values) {
   size_t next = 0;
   for (int id : loads) {
     RegValue& v = values_[id];
@@ -240,7 +242,6 @@ size_t KernelEmitter::bindLoads(ArrayRef<int> loads, ValueRange values) {
     }
     for (int64_t c = 0; c < chunks_; ++c) v.chunks.push_back(values[next++]);
   }
-  return next;
 }
 
 void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip, Value slot) {
@@ -284,7 +285,7 @@ void KernelEmitter::bindPrefetched(const PipelinePlan& plan, ValueRange carried)
       v.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(k_.params[op.param].dtype, l.perThread),
                                               stagedChunkPointer(plan, id, c, plan.slot), bytes));
   }
-  (void)bindLoads(registers, carried);
+  bindLoads(registers, carried);
 }
 
 }  // namespace mxfp6::codegen::detail
