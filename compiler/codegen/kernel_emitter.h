@@ -142,7 +142,8 @@ class KernelEmitter {
     // ASYNC: the loads of `loads` copied to shared memory (asynchronous copies) instead of
     // carried in registers, with the byte offset of each in one slot of the loop's ring.
     std::map<int, int64_t> staged;
-    int64_t stagedBytes = 0;  // one slot (one trip) of the loop's ring
+    std::vector<int> carried;  // the loads of `loads` not staged: carried in registers a trip ahead
+    int64_t stagedBytes = 0;   // one slot (one trip) of the loop's ring
     Value end;                // the loop's bound: the guard of the loads of later trips
     SmallVector<Value> next;  // the next trip's register-carried loads, issued at the start of this trip
     // ASYNC: this trip's slot of the ring (carried by the loop: no division by a runtime step),
@@ -178,8 +179,8 @@ class KernelEmitter {
   SmallVector<Value> emitPrefetch(const PipelinePlan& plan, Value trip);
   /// Makes `loads` read `values` (emitLoadsAtTrip's layout).
   void bindLoads(ArrayRef<int> loads, ValueRange values);
-  /// The asynchronous copies of the plan's staged loads at trip `trip` (none when trip >= end)
-  /// into ring slot `slot`, then one commit group.
+  /// The asynchronous copies of the plan's staged loads (it has some) at trip `trip` (none when
+  /// trip >= end) into ring slot `slot`, then one commit group.
   void emitCopies(const PipelinePlan& plan, Value trip, Value slot);
   /// Makes the plan's loads read `carried` (emitPrefetch's layout), and the staged ones read
   /// ring slot `plan.slot` once this trip's copies have landed.

@@ -159,6 +159,8 @@ KernelEmitter::PipelinePlan KernelEmitter::planPipeline(int forId) {
       return true;
     });
   }
+  for (int id : plan.loads)
+    if (!plan.staged.count(id)) plan.carried.push_back(id);
   return plan;
 }
 
@@ -225,10 +227,7 @@ SmallVector<Value> KernelEmitter::emitLoadsAtTrip(const PipelinePlan& plan, Arra
 }
 
 SmallVector<Value> KernelEmitter::emitPrefetch(const PipelinePlan& plan, Value trip) {
-  std::vector<int> carried;
-  for (int id : plan.loads)
-    if (!plan.staged.count(id)) carried.push_back(id);
-  return emitLoadsAtTrip(plan, carried, trip);
+  return emitLoadsAtTrip(plan, plan.carried, trip);
 }
 
 void KernelEmitter::bindLoads(ArrayRef<int> loads, ValueRange values) {
@@ -245,7 +244,6 @@ void KernelEmitter::bindLoads(ArrayRef<int> loads, ValueRange values) {
 }
 
 void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip, Value slot) {
-  if (plan.staged.empty()) return;
   bindTrip(plan, trip);
   Value inRange = arith::CmpIOp::create(b_, arith::CmpIPredicate::slt, trip, plan.end);
   auto ifOp = scf::IfOp::create(b_, TypeRange{}, inRange, /*withElseRegion=*/false);
@@ -270,12 +268,8 @@ void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip, Value slot)
 void KernelEmitter::bindPrefetched(const PipelinePlan& plan, ValueRange carried) {
   // The newest asyncDepth() groups are the next trips'; this trip's is older.
   if (!plan.staged.empty()) NVVM::CpAsyncWaitGroupOp::create(b_, int32_t(asyncDepth()));
-  std::vector<int> registers;
-  for (int id : plan.loads) {
-    if (!plan.staged.count(id)) {
-      registers.push_back(id);
-      continue;
-    }
+  bindLoads(plan.carried, carried);
+  for (const auto& [id, offset] : plan.staged) {
     RegValue& v = values_[id];
     v = RegValue();
     const kir::Op& op = k_.ops[id];
@@ -285,7 +279,6 @@ void KernelEmitter::bindPrefetched(const PipelinePlan& plan, ValueRange carried)
       v.chunks.push_back(LLVM::LoadOp::create(b_, chunkType(k_.params[op.param].dtype, l.perThread),
                                               stagedChunkPointer(plan, id, c, plan.slot), bytes));
   }
-  bindLoads(registers, carried);
 }
 
 }  // namespace mxfp6::codegen::detail
