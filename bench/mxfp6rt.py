@@ -65,6 +65,7 @@ SIGNATURES = {
     "mxrt_device_close": (ctypes.c_int, [ctypes.c_void_p]),
     "mxrt_device_name": (ctypes.c_char_p, [ctypes.c_void_p]),
     "mxrt_device_platform": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "mxrt_device_overlaps_launches": (ctypes.c_int, [ctypes.c_void_p]),
     "mxrt_malloc": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, _P(ctypes.c_void_p)]),
     "mxrt_free": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
     "mxrt_memcpy_htod": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]),
@@ -135,6 +136,11 @@ class Device:
     @property
     def platform(self):
         return self.rt.lib.mxrt_device_platform(self.handle).decode()
+
+    @property
+    def overlaps_launches(self):
+        """Whether kernels that wait for the previous grid launch overlapping it (mxfp6rt.h)."""
+        return bool(self.rt.lib.mxrt_device_overlaps_launches(self.handle))
 
     def synchronize(self, stream=None):
         self.rt.check(self.rt.lib.mxrt_synchronize(self.handle, stream), "mxrt_synchronize")

@@ -635,7 +635,10 @@ class LnModulateBwd(Problem):
     # P = 32 and 64 lost to 8 with every schedule and reduction (results -5 and -9: the partials'
     # traffic grows with P, the pass gains no parallelism once registers cap it at 2 programs/SM).
     # P = 12 lost to 8 as well (run -21), also where registers were capped for 3 programs per SM.
-    PARTIALS = (8, 16)
+    # P = 4 wins at T = 32768 (64 samples: 256 programs, one wave of 2 per SM, and half the
+    # partials' traffic of P = 8) and loses at T = 16384, where its 128 programs leave half the
+    # GPU idle (run 2026-12-01-p4).
+    PARTIALS = (4, 8, 16)
     # Minimal bytes: g, x read once, scale (B rows), mean and rstd read once; dx, dscale, dshift
     # written once. Our partials are overhead, not minimal bytes.
     BYTES = ("2*T*D (g) + 2*T*D (x) + 2*B*D (scale) + 2*4*T (mean, rstd) + 2*T*D (dx) + 2*2*B*D (dscale, dshift); "

@@ -161,6 +161,11 @@ def markdown(doc):
     out.append(f"Device copy ({_num((start.get('bytes_moved') or 0) / 1e9, '.1f')} GB moved): start "
                f"{_num(start.get('tbps'), '.3f')} TB/s, end {_num(end.get('tbps'), '.3f')} TB/s; "
                f"ratios use {_num(copy.get('ceiling_tbps'), '.3f')} TB/s (the higher)  ")
+    if "overlapping_launches" in env:
+        out.append("Launches of ours: " + ("a code object that waits for the previous grid (metadata "
+                   "`waits_for_previous_grid`) starts overlapping its tail (programmatic dependent launch)"
+                   if env["overlapping_launches"] else "in stream order (this device or driver has no "
+                   "programmatic dependent launch)") + "  ")
     for key in ("timing", "torch_compile", "inputs", "checks", "bytes"):
         if method.get(key):
             out.append(f"{key.replace('_', '.') if key == 'torch_compile' else key.capitalize()}: {method[key]}  ")
@@ -190,7 +195,7 @@ def markdown(doc):
         row += [ours.get("config", "—"), _target_cell(rec, v.get("copy", "—")), v.get("torch_compile", "—"),
                 v.get("triton", "—")]
         out.append("| " + " | ".join(str(c) for c in row) + " |")
-    out += _schedules_table(doc) + _baselines_table(doc) + _host_table(doc) + _problems(doc)
+    out += _schedules_table(doc) + _launches_table(doc) + _baselines_table(doc) + _host_table(doc) + _problems(doc)
     return "\n".join(out) + "\n"
 
 
@@ -205,6 +210,28 @@ def _schedules_table(doc):
                        f"{_num(e.get('tbps'), '.2f')} | {_num((e.get('copy_ratio') or 0) * 100, '.1f')} | "
                        f"{(e.get('resources') or {}).get('registers', '—')} | {check} |")
     return out
+
+
+def _launches_table(doc):
+    # What a multi-launch plan's reduction and launch boundaries cost (run.py time_each_launch).
+    rows = []
+    for rec in _sorted(doc.get("results", [])):
+        ours = rec.get("impls", {}).get("mxfp6c") or {}
+        stages = ours.get("stages") or []
+        if len(stages) < 2 or any(st.get("alone_median_ms") is None for st in stages):
+            continue
+        alone = [st["alone_median_ms"] * 1e3 for st in stages]
+        each = "; ".join(f"{st.get('kernel')} {st.get('config')}: {_num(a, '.1f')}" for st, a in zip(stages, alone))
+        together = (ours.get("median_ms") or 0) * 1e3
+        rows.append(f"| {rec['kernel']} | {rec['label']} | {each} | {_num(sum(alone), '.1f')} | "
+                    f"{_num(together, '.1f')} | {_num(together - sum(alone), '.1f')} |")
+    if not rows:
+        return []
+    return ["", "## The best multi-launch plans, each launch alone", "",
+            "Each launch timed on its own like the plan (median, L2 cleared before every rep); the gap is the "
+            "plan's time minus the sum: the launch boundaries, less what a launch alone reads from DRAM that the "
+            "launch before it left in L2 within the plan.", "",
+            "| kernel | shape | launches alone (µs) | sum µs | plan µs | gap µs |", "|---|---|---|---|---|---|"] + rows
 
 
 def _baselines_table(doc):

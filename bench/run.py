@@ -144,6 +144,8 @@ def run_ours(ctx, p):
                 for k, args, grid in launches:
                     k.launch(args, grid, stream)
 
+            e["_launches"] = launches
+
             poison(torch, tuple(outs) + tuple(scratch))
             launch()
             torch.cuda.synchronize()
@@ -170,7 +172,24 @@ def run_ours(ctx, p):
     timed = [e for e in entries if e.get("median_ms") is not None]
     passed = [e for e in timed if e["ok"]]
     best = min(passed or timed, key=lambda e: e["median_ms"]) if timed else {"error": "no code object ran", "ok": False}
+    if len(best.get("stages", ())) > 1 and best.get("_launches"):
+        time_each_launch(ctx, best, stream)
+    for e in entries:
+        e.pop("_launches", None)
     return {**{k: v for k, v in best.items() if k != "all"}, "all": entries}
+
+
+def time_each_launch(ctx, best, stream):
+    """Times each launch of the best multi-launch plan on its own (median, L2 cleared before every
+    rep like the plan's measurement), so the results show what the reduction of the partials and
+    the launch boundary cost: the plan's time minus the sum of its launches alone is the gap
+    between them (negative where a launch alone reads from DRAM what, in the plan, the launch
+    before it left in L2)."""
+    import measure
+    for st, (k, kargs, grid) in zip(best["stages"], best["_launches"]):
+        t = measure.device_time(lambda k=k, kargs=kargs, grid=grid: k.launch(kargs, grid, stream),
+                                ctx.args.warmup_ms, ctx.args.rep_ms)
+        st["alone_median_ms"] = t["median_ms"]
 
 
 def run_baseline(ctx, p, fn, out_fn=None):
@@ -279,7 +298,10 @@ def environment(torch, triton, device):
     env = {"gpu": props.name, "target": f"sm_{major}{minor}", "sms": props.multi_processor_count,
            "memory_gb": round(props.total_memory / 1e9, 1), "torch": torch.__version__,
            "triton": triton.__version__, "cuda": torch.version.cuda, "runtime_device": device.name,
-           "runtime_platform": device.platform, "python": sys.version.split()[0]}
+           "runtime_platform": device.platform, "python": sys.version.split()[0],
+           # Our launches after the first of a plan overlap the previous one's tail where the code
+           # object waits for it (metadata "waits_for_previous_grid") and the device can.
+           "overlapping_launches": device.overlaps_launches}
     l2 = getattr(props, "L2_cache_size", None)
     if l2:
         env["l2_mb"] = round(l2 / 1e6, 1)

@@ -152,6 +152,10 @@ const char* mxrt_device_platform(const mxrt_device* device) {
   return device != nullptr ? rt::platformName(device->device->platform()) : "";
 }
 
+int mxrt_device_overlaps_launches(const mxrt_device* device) {
+  return device != nullptr && device->device->overlapsLaunches() ? 1 : 0;
+}
+
 int mxrt_malloc(mxrt_device* device, size_t bytes, void** ptr) {
   return guarded("mxrt_malloc", [&] {
     if (device == nullptr) return nullArgument("mxrt_malloc", "device");

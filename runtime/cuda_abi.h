@@ -29,4 +29,28 @@ inline constexpr CUfunction_attribute CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_
 inline constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER = 5;
 inline constexpr CUjit_option CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6;
 
+// cuLaunchKernelEx (CUDA 12.0): a launch configuration with attributes.
+using CUlaunchAttributeID = int;
+inline constexpr CUlaunchAttributeID CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+
+struct CUlaunchAttribute {
+  CUlaunchAttributeID id;
+  char pad[8 - sizeof(CUlaunchAttributeID)];
+  union {
+    char pad[64];
+    int programmaticStreamSerializationAllowed;
+    void* alignAsPointer;  // the driver's union holds pointers: 8-byte aligned, 64 bytes
+  } value;
+};
+static_assert(sizeof(CUlaunchAttribute) == 72, "the driver's CUlaunchAttribute is 72 bytes");
+
+struct CUlaunchConfig {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
+
 }  // namespace mxfp6::rt::cuda

@@ -78,7 +78,8 @@ class CudaDriver final : public Driver {
                        device_);
     CU_RETURN_IF_ERROR(cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                        device_);
-    arch_ = "sm_" + std::to_string(major * 10 + minor);
+    computeCapability_ = major * 10 + minor;
+    arch_ = "sm_" + std::to_string(computeCapability_);
     return Status::ok();
   }
 
@@ -185,10 +186,25 @@ class CudaDriver final : public Driver {
     return Status::ok();
   }
 
+  bool overlapsLaunches() const override {
+    return sym_.cuLaunchKernelEx != nullptr && computeCapability_ >= 90;
+  }
+
   Status launch(void* function, const std::array<uint32_t, 3>& grid,
                 const std::array<uint32_t, 3>& block, uint32_t sharedBytes, void* stream,
-                void** params) override {
+                void** params, bool overlapPrevious) override {
     RETURN_IF_ERROR(makeCurrent());
+    if (overlapPrevious && overlapsLaunches()) {
+      CUlaunchAttribute overlap = {};
+      overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      overlap.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig config = {grid[0],     grid[1],  grid[2], block[0], block[1],
+                               block[2],    sharedBytes, static_cast<CUstream>(stream),
+                               &overlap,    1};
+      CU_RETURN_IF_ERROR(cuLaunchKernelEx, &config, static_cast<CUfunction>(function), params,
+                         nullptr);
+      return Status::ok();
+    }
     CU_RETURN_IF_ERROR(cuLaunchKernel, static_cast<CUfunction>(function), grid[0], grid[1],
                        grid[2], block[0], block[1], block[2], sharedBytes,
                        static_cast<CUstream>(stream), params, nullptr);
@@ -207,6 +223,7 @@ class CudaDriver final : public Driver {
   CudaSymbols sym_;
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
+  int computeCapability_ = 0;
 };
 
 }  // namespace

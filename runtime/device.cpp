@@ -63,6 +63,7 @@ Expected<std::unique_ptr<Device>> Device::open(const DeviceOptions& options) {
 const std::string& Device::name() const { return driver_->deviceName(); }
 Platform Device::platform() const { return driver_->platform(); }
 const std::string& Device::arch() const { return driver_->arch(); }
+bool Device::overlapsLaunches() const { return driver_->overlapsLaunches(); }
 const std::string& Device::driverPath() const { return driver_->libraryPath(); }
 int Device::ordinal() const { return driver_->ordinal(); }
 

@@ -49,10 +49,15 @@ class Driver {
   /// Lets `function` use `dynamicBytes` of dynamic shared memory (CUDA caps it at 48 KiB unless
   /// the kernel opts in).
   virtual Status reserveDynamicSharedMemory(void* function, uint32_t dynamicBytes) = 0;
+  /// Whether launch(..., overlapPrevious = true) lets a grid start while the previous one in its
+  /// stream is still running (programmatic dependent launch: CUDA 12 on sm_90 and later).
+  virtual bool overlapsLaunches() const = 0;
   /// `params[i]` points at the value of argument i, as cuLaunchKernel/hipModuleLaunchKernel take.
+  /// `overlapPrevious`: the kernel waits for the previous grid itself (griddepcontrol.wait), so
+  /// it may be launched overlapping that grid where overlapsLaunches(); in stream order elsewhere.
   virtual Status launch(void* function, const std::array<uint32_t, 3>& grid,
                         const std::array<uint32_t, 3>& block, uint32_t sharedBytes, void* stream,
-                        void** params) = 0;
+                        void** params, bool overlapPrevious) = 0;
 
  protected:
   std::string libraryPath_;

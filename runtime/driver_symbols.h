@@ -42,6 +42,10 @@ MXFP6_CUDA_SYMBOL(OPTIONAL, CUresult, cuFuncSetAttribute, (CUfunction, CUfunctio
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuLaunchKernel,
                   (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
                    unsigned int, unsigned int, CUstream, void**, void**))
+// CUDA 12.0+: launches that may overlap the previous grid in the stream (programmatic dependent
+// launch); without it every launch goes through cuLaunchKernel in stream order.
+MXFP6_CUDA_SYMBOL(OPTIONAL, CUresult, cuLaunchKernelEx,
+                  (const CUlaunchConfig*, CUfunction, void**, void**))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuMemAlloc_v2, (CUdeviceptr*, size_t))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuMemFree_v2, (CUdeviceptr))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuMemcpyHtoD_v2, (CUdeviceptr, const void*, size_t))

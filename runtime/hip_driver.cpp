@@ -148,9 +148,12 @@ class HipDriver final : public Driver {
     return Status::ok();
   }
 
+  // HIP has no programmatic dependent launch: every grid starts after the previous one.
+  bool overlapsLaunches() const override { return false; }
+
   Status launch(void* function, const std::array<uint32_t, 3>& grid,
                 const std::array<uint32_t, 3>& block, uint32_t sharedBytes, void* stream,
-                void** params) override {
+                void** params, bool /*overlapPrevious*/) override {
     RETURN_IF_ERROR(makeCurrent());
     HIP_RETURN_IF_ERROR(hipModuleLaunchKernel, static_cast<hipFunction_t>(function), grid[0],
                         grid[1], grid[2], block[0], block[1], block[2], sharedBytes,

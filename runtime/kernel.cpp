@@ -193,7 +193,8 @@ Status LoadedKernel::launch(const std::array<uint32_t, 3>& grid, void* stream,
   for (size_t i = 0; i < args.size(); ++i)
     params[i] = const_cast<LaunchArg::Value*>(&args[i].value);
   return withKernel(metadata_, driver_->launch(function_, grid, metadata_.block,
-                                               metadata_.sharedBytes, stream, params));
+                                               metadata_.sharedBytes, stream, params,
+                                               metadata_.waitsForPreviousGrid));
 }
 
 Status LoadedKernel::launchRows(int64_t rows, void* stream, std::span<const LaunchArg> args) const {

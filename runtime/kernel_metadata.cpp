@@ -455,6 +455,11 @@ Expected<KernelMetadata> parseKernelMetadata(std::string_view text) {
     return fieldError("alignment", "is " + std::to_string(alignment) + ", must be a power of two");
   md.alignment = static_cast<uint32_t>(alignment);
   ASSIGN_OR_RETURN(md.config, parseConfig(root));
+  // Absent from metadata written before the field existed: such a kernel launches in stream order.
+  if (root.contains("waits_for_previous_grid")) {
+    ASSIGN_OR_RETURN(md.waitsForPreviousGrid,
+                     booleanField(root, "waits_for_previous_grid", "waits_for_previous_grid"));
+  }
   ASSIGN_OR_RETURN(md.signature, parseSignature(root, md.abi));
   return md;
 }

@@ -103,6 +103,9 @@ MXRT_API int mxrt_device_close(mxrt_device* device);
 MXRT_API const char* mxrt_device_name(const mxrt_device* device);
 /* "cuda" or "hip"; "" for NULL. */
 MXRT_API const char* mxrt_device_platform(const mxrt_device* device);
+/* 1 when kernels whose metadata has "waits_for_previous_grid" launch overlapping the previous grid
+ * in their stream (CUDA 12 driver, sm_90 or later), 0 when they launch in stream order or for NULL. */
+MXRT_API int mxrt_device_overlaps_launches(const mxrt_device* device);
 
 /* Device memory. 0 bytes gives *ptr = NULL; mxrt_free(NULL) is a no-op. */
 MXRT_API int mxrt_malloc(mxrt_device* device, size_t bytes, void** ptr);

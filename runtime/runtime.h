@@ -99,6 +99,10 @@ class Device {
   /// The driver library that was loaded.
   const std::string& driverPath() const;
   int ordinal() const;
+  /// Whether kernels whose metadata says they wait for the previous grid are launched overlapping
+  /// it (programmatic dependent launch: a CUDA 12 driver and sm_90 or later). Where not, they
+  /// launch in stream order, as every other kernel does, and lose the overlap's time.
+  bool overlapsLaunches() const;
 
   /// Allocates `bytes` of device memory (at least 256-byte aligned). 0 bytes gives an empty buffer.
   Expected<DeviceBuffer> allocate(size_t bytes);
@@ -235,6 +239,10 @@ struct KernelMetadata {
   int64_t rowsPerProgram = 1;
   uint32_t alignment = 1;
   std::map<std::string, int64_t> config;
+  /// "waits_for_previous_grid" (optional, default false): the kernel waits for the stream's
+  /// previous grid before touching memory, so the runtime launches it overlapping that grid where
+  /// the device can (Device::overlapsLaunches()).
+  bool waitsForPreviousGrid = false;
   /// From "params" and "rows"; absent for metadata without them (raw launches only).
   std::optional<KernelSignature> signature;
 

@@ -149,6 +149,9 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   j["static_shared_bytes"] = shape.sharedBytes;
   j["rows_per_program"] = shape.rowsPerProgram;
   j["alignment"] = shape.pointerAlignment;
+  // The kernel starts by waiting for the previous grid in the stream (griddepcontrol.wait), so the
+  // runtime may launch it overlapping that grid's tail (programmatic dependent launch).
+  j["waits_for_previous_grid"] = shape.waitsForPreviousGrid;
   nlohmann::ordered_json config = nlohmann::ordered_json::object();
   for (const auto& [k, v] : kernel.config) config[k] = v;
   j["config"] = config;

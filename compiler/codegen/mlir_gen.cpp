@@ -422,6 +422,17 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
 
   b_.setInsertionPointToStart(&entry);
   entryBlock_ = &entry;
+  if (target_.backend == Backend::NVVM) {
+    // Programmatic dependent launch (sm_90): the runtime may start this grid while the previous
+    // kernel in the stream is still running (a backward pass and the reduction of its partials,
+    // one level of a reduction tree and the next), so that its launch and the previous grid's
+    // tail overlap. Nothing here touches memory before the previous grid has completed and its
+    // writes are visible (wait, a no-op when launched without the overlap); then the next
+    // grid may be scheduled, to wait likewise, as soon as every program of this one has started.
+    NVVM::GriddepcontrolOp::create(b_, NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(b_, NVVM::GridDepActionKind::launch_dependents);
+    shape.waitsForPreviousGrid = true;
+  }
   emitPrologue(func);
   for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = func.getWorkgroupAttributions()[slot];
   if (stagingSlot) stagingBuffer_ = func.getWorkgroupAttributions()[*stagingSlot];

@@ -26,6 +26,7 @@ struct LaunchShape {
   int pointerAlignment = 0; // bytes every tensor pointer must be aligned to
   std::map<int, int64_t> strideMultiples;  // stride parameter -> the multiple its value must be
   std::map<int, int64_t> dimMultiples;     // runtime dim -> the multiple its value must be
+  bool waitsForPreviousGrid = false;       // waits for the stream's previous grid before any access
 };
 
 /// Generates the kernel; on failure, errors were emitted at the DSL location and the result is

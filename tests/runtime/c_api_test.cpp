@@ -71,6 +71,7 @@ TEST_F(CApi, CallerMistakesAreInvalidArguments) {
   EXPECT_EQ(mxrt_device_close(nullptr), MXRT_SUCCESS);
   EXPECT_EQ(mxrt_kernel_unload(nullptr), MXRT_SUCCESS);
   EXPECT_STREQ(mxrt_device_name(nullptr), "");
+  EXPECT_EQ(mxrt_device_overlaps_launches(nullptr), 0);
 }
 
 TEST_F(CApi, LastErrorIsPerThread) {
@@ -91,6 +92,7 @@ TEST_F(CApi, LoadAndLaunchThroughTheFakeDriver) {
   ASSERT_EQ(mxrt_device_open("cuda", kFakeDriver, 0, &device), MXRT_SUCCESS) << mxrt_last_error();
   EXPECT_STREQ(mxrt_device_name(device), "Fake GPU");
   EXPECT_STREQ(mxrt_device_platform(device), "cuda");
+  EXPECT_EQ(mxrt_device_overlaps_launches(device), 1);  // the fake is an sm_90 with cuLaunchKernelEx
 
   constexpr int n = 300;
   std::vector<int32_t> host(n);

@@ -68,6 +68,12 @@ int deviceCount() {
   return env != nullptr ? std::atoi(env) : 1;
 }
 
+/// sm_90 unless FAKE_CUDA_CC says otherwise ("80": an A100, which has no dependent launches).
+int computeCapability() {
+  const char* env = std::getenv("FAKE_CUDA_CC");
+  return env != nullptr ? std::atoi(env) : 90;
+}
+
 CUresult requireContext() {
   if (!initialized) return kNotInitialized;
   return currentContext == &fakeContextTag ? kSuccess : kInvalidContext;
@@ -137,8 +143,8 @@ CUresult cuDeviceGetName(char* name, int len, int) {
 
 CUresult cuDeviceGetAttribute(int* value, int attribute, int) {
   switch (attribute) {
-    case 75: *value = 9; return kSuccess;        // compute capability major
-    case 76: *value = 0; return kSuccess;        // minor
+    case 75: *value = computeCapability() / 10; return kSuccess;  // compute capability major
+    case 76: *value = computeCapability() % 10; return kSuccess;  // minor
     case 97: *value = 227 * 1024; return kSuccess;  // max opt-in shared memory per block
   }
   return kInvalidValue;
@@ -251,16 +257,20 @@ CUresult cuFuncSetAttribute(void* function, int attribute, int value) {
   return kSuccess;
 }
 
-CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                        unsigned by, unsigned bz, unsigned shared, void* stream, void** params,
-                        void** extra) {
+}  // extern "C"
+
+namespace {
+
+CUresult launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                unsigned bz, unsigned shared, void* stream, void** params, void** extra,
+                bool overlapsPrevious) {
   if (CUresult r = requireContext(); r != kSuccess) return r;
   auto* f = static_cast<Function*>(function);
   if (extra != nullptr || params == nullptr || gx == 0 || bx == 0) return kInvalidValue;
   if (static_cast<int>(shared) > f->maxDynamicShared) return kInvalidValue;
   if (f->paramBytes.size() > kFakeMaxParams) return kInvalidValue;
   fake_cuda_last_launch = {{gx, gy, gz}, {bx, by, bz}, shared, stream, f->maxDynamicShared,
-                           fake_cuda_last_launch.launches + 1,
+                           fake_cuda_last_launch.launches + 1, overlapsPrevious,
                            static_cast<int>(f->paramBytes.size()), {}};
   for (size_t i = 0; i < f->paramBytes.size(); ++i)
     std::memcpy(&fake_cuda_last_launch.params[i], params[i], f->paramBytes[i]);
@@ -279,6 +289,48 @@ CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, u
     }
   }
   return kSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned shared, void* stream, void** params,
+                        void** extra) {
+  return launch(function, gx, gy, gz, bx, by, bz, shared, stream, params, extra, false);
+}
+
+/// The driver's CUlaunchAttribute: an id padded to 8 bytes, then a 64-byte value union.
+struct FakeLaunchAttribute {
+  int id;
+  char pad[4];
+  union {
+    char bytes[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+};
+
+struct FakeLaunchConfig {
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  void* hStream;
+  FakeLaunchAttribute* attrs;
+  unsigned numAttrs;
+};
+
+/// Takes only the attribute the runtime sets (programmatic stream serialization, id 6), which a
+/// real driver refuses before sm_90.
+CUresult cuLaunchKernelEx(const FakeLaunchConfig* config, void* function, void** params,
+                          void** extra) {
+  if (config == nullptr || (config->numAttrs > 0 && config->attrs == nullptr)) return kInvalidValue;
+  bool overlaps = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id != 6 || computeCapability() < 90) return kInvalidValue;
+    overlaps = config->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+  }
+  return launch(function, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream,
+                params, extra, overlaps);
 }
 
 }  // extern "C"

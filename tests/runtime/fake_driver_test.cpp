@@ -256,6 +256,60 @@ TEST_F(FakeCuda, AmdCodeObjectIsRefusedOnACudaDevice) {
   EXPECT_FALSE(loadKernel(*device_, {}, metadata(testing::kAddOneMetadata)).isOk());
 }
 
+// A kernel that waits for the previous grid (griddepcontrol.wait at its entry, metadata
+// "waits_for_previous_grid") goes through cuLaunchKernelEx with programmatic stream serialization
+// allowed, so it may start during the previous grid's tail; any other kernel through
+// cuLaunchKernel, in stream order. Both compute the same.
+TEST_F(FakeCuda, KernelsThatWaitForThePreviousGridLaunchOverlappingIt) {
+  EXPECT_TRUE(device_->overlapsLaunches());
+  std::vector<int32_t> host(4, 7);
+  auto x = device_->allocate(host.size() * sizeof(int32_t));
+  ASSERT_TRUE(x.isOk());
+  ASSERT_TRUE(device_->copyToDevice(x->data(), host.data(), host.size() * sizeof(int32_t)).isOk());
+  LaunchArg args[] = {LaunchArg::pointer(x->data()), LaunchArg::i32(4)};
+  KernelMetadata md = metadata(testing::kAddOneMetadata);
+  ASSERT_FALSE(md.waitsForPreviousGrid);
+  for (bool waits : {true, false}) {
+    md.waitsForPreviousGrid = waits;
+    auto kernel = loadKernel(*device_, testing::testPtx(), md);
+    ASSERT_TRUE(kernel.isOk()) << kernel.status().message();
+    int before = lastLaunch_->launches;
+    ASSERT_TRUE((*kernel)->launchRows(4, nullptr, args).isOk());
+    EXPECT_EQ(lastLaunch_->launches, before + 1);
+    EXPECT_EQ(lastLaunch_->overlapsPrevious, waits);
+    EXPECT_EQ(lastLaunch_->grid[0], 1u);
+    EXPECT_EQ(lastLaunch_->block[0], 128u);
+  }
+  ASSERT_TRUE(device_->copyToHost(host.data(), x->data(), host.size() * sizeof(int32_t)).isOk());
+  EXPECT_EQ(host, std::vector<int32_t>(4, 9));
+}
+
+// Before sm_90 there is no programmatic dependent launch: the device says so, and a kernel that
+// waits for the previous grid launches in stream order (its wait then returns at once).
+TEST(FakeCudaOpen, WithoutDependentLaunchesEveryKernelLaunchesInStreamOrder) {
+  ScopedEnv a100("FAKE_CUDA_CC", "80");
+  DeviceOptions options;
+  options.driverPath = kFakeDriver;
+  auto device = Device::open(options);
+  ASSERT_TRUE(device.isOk()) << device.status().message();
+  EXPECT_EQ((*device)->arch(), "sm_80");
+  EXPECT_FALSE((*device)->overlapsLaunches());
+  KernelMetadata md = metadata(testing::kAddOneMetadata);
+  md.waitsForPreviousGrid = true;
+  auto kernel = loadKernel(**device, testing::testPtx(), md);
+  ASSERT_TRUE(kernel.isOk()) << kernel.status().message();
+  auto x = (*device)->allocate(4 * sizeof(int32_t));
+  ASSERT_TRUE(x.isOk());
+  LaunchArg args[] = {LaunchArg::pointer(x->data()), LaunchArg::i32(4)};
+  ASSERT_TRUE((*kernel)->launchRows(4, nullptr, args).isOk());
+  void* handle = dlopen(kFakeDriver, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(handle, nullptr);
+  auto* last = static_cast<FakeLaunch*>(dlsym(handle, "fake_cuda_last_launch"));
+  ASSERT_NE(last, nullptr);
+  EXPECT_FALSE(last->overlapsPrevious);
+  EXPECT_EQ(last->block[0], 128u);
+}
+
 TEST_F(FakeCuda, LargeDynamicSharedMemoryIsOptedInto) {
   KernelMetadata md = metadata(testing::kAddOneMetadata);
   md.sharedBytes = 100 * 1024;

@@ -1,4 +1,4 @@
-// The record fake_cuda_driver.cpp keeps of its last cuLaunchKernel, exported as the C symbol
+// The record fake_cuda_driver.cpp keeps of its last cuLaunchKernel(Ex), exported as the C symbol
 // fake_cuda_last_launch so a test can check what the runtime passed to the driver.
 #pragma once
 
@@ -13,6 +13,8 @@ struct FakeLaunch {
   void* stream;
   int maxDynamicShared;
   int launches;
+  // Launched through cuLaunchKernelEx with programmatic stream serialization allowed.
+  bool overlapsPrevious;
   // The kernel's arguments as the driver copies them: sized by the entry's PTX `.param`
   // declarations (4 or 8 bytes), each zero-extended to 64 bits.
   int paramCount;

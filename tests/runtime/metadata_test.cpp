@@ -27,7 +27,8 @@ json validMetadata() {
     "shared_bytes": 1024,
     "rows_per_program": 4,
     "alignment": 16,
-    "config": {"D": 3072, "ROWS": 4, "THREADS": 64}
+    "config": {"D": 3072, "ROWS": 4, "THREADS": 64},
+    "waits_for_previous_grid": true
   })");
 }
 
@@ -58,6 +59,7 @@ TEST(KernelMetadata, ParsesEveryField) {
   EXPECT_EQ(md.alignment, 16u);
   EXPECT_EQ(md.config.at("D"), 3072);
   EXPECT_EQ(md.config.size(), 3u);
+  EXPECT_TRUE(md.waitsForPreviousGrid);
 }
 
 TEST(KernelMetadata, AmdTargetsAreHip) {
@@ -77,6 +79,15 @@ TEST(KernelMetadata, ConfigIsOptionalAndUnknownFieldsAreIgnored) {
   auto parsed = parseKernelMetadata(j.dump());
   ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
   EXPECT_TRUE(parsed->config.empty());
+}
+
+// Metadata written before kernels waited for the previous grid: they launch in stream order.
+TEST(KernelMetadata, WaitingForThePreviousGridIsOptional) {
+  json j = validMetadata();
+  j.erase("waits_for_previous_grid");
+  auto parsed = parseKernelMetadata(j.dump());
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_FALSE(parsed->waitsForPreviousGrid);
 }
 
 TEST(KernelMetadata, RejectsMalformedJson) {
@@ -126,6 +137,8 @@ TEST(KernelMetadata, IllTypedFieldsAreNamed) {
               HasSubstr("field 'alignment' is 12, must be a power of two"));
   EXPECT_THAT(withField("target", "sm90"), HasSubstr("field 'target' is 'sm90'"));
   EXPECT_THAT(withField("target", "x86_64"), HasSubstr("field 'target' is 'x86_64'"));
+  EXPECT_EQ(withField("waits_for_previous_grid", 1),
+            "kernel metadata: field 'waits_for_previous_grid' must be true or false, got number");
   EXPECT_THAT(withField("config", json::object({{"ROWS", "4"}})),
               HasSubstr("field 'config.ROWS' must be an integer, got string"));
 }
