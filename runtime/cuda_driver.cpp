@@ -198,9 +198,17 @@ class CudaDriver final : public Driver {
       CUlaunchAttribute overlap = {};
       overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
       overlap.value.programmaticStreamSerializationAllowed = 1;
-      CUlaunchConfig config = {grid[0],     grid[1],  grid[2], block[0], block[1],
-                               block[2],    sharedBytes, static_cast<CUstream>(stream),
-                               &overlap,    1};
+      CUlaunchConfig config = {};
+      config.gridDimX = grid[0];
+      config.gridDimY = grid[1];
+      config.gridDimZ = grid[2];
+      config.blockDimX = block[0];
+      config.blockDimY = block[1];
+      config.blockDimZ = block[2];
+      config.sharedMemBytes = sharedBytes;
+      config.hStream = static_cast<CUstream>(stream);
+      config.attrs = &overlap;
+      config.numAttrs = 1;
       CU_RETURN_IF_ERROR(cuLaunchKernelEx, &config, static_cast<CUfunction>(function), params,
                          nullptr);
       return Status::ok();
