@@ -229,8 +229,8 @@ def tensors_through_fake_driver(lib, fake_driver, folder):
     k.launch_tensors(x, scale, shift, y, mean, rstd, sample_div=T)  # eps takes its default
     rows_per_program = meta["rows_per_program"]
     assert list(record.grid) == [(T + rows_per_program - 1) // rows_per_program, 1, 1], list(record.grid)
-    # An sm_90 object waits for the previous grid: launched overlapping it, where the device can.
-    assert meta["waits_for_previous_grid"] and dev.overlaps_launches and record.overlaps_previous
+    # A forward does not wait for the previous grid (no OVERLAP): launched in stream order.
+    assert not meta["waits_for_previous_grid"] and dev.overlaps_launches and not record.overlaps_previous
     params = list(record.params[:record.param_count])
     assert params[:6] == [mib * i for i in range(1, 7)], params
     assert params[6] == T and params[8:] == [T, B], params

@@ -88,6 +88,9 @@ class KernelEmitter {
   }
   Value broadcast(Value scalar, Type vectorType) { return vector::BroadcastOp::create(b_, vectorType, scalar); }
 
+  /// OVERLAP = 1 on NVIDIA: the kernel waits for the previous grid at its entry (programmatic
+  /// dependent launch); no effect on AMD.
+  bool overlapsPreviousGrid() const;
   void emitPrologue(gpu::GPUFuncOp func);
   /// The row of row group `trip` (SERIAL), clamped to the last row.
   Value serialRow(Value trip, Value* valid);

@@ -224,6 +224,11 @@ Value KernelEmitter::toI64(Value v) {
   return arith::ExtSIOp::create(b_, b_.getI64Type(), v);
 }
 
+bool KernelEmitter::overlapsPreviousGrid() const {
+  auto o = k_.config.find("OVERLAP");
+  return target_.backend == Backend::NVVM && o != k_.config.end() && o->second == 1;
+}
+
 void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
   Value tid = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::ThreadIdOp::create(b_, gpu::Dimension::x));
   Value bid = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
@@ -422,13 +427,15 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
 
   b_.setInsertionPointToStart(&entry);
   entryBlock_ = &entry;
-  if (target_.backend == Backend::NVVM) {
+  if (overlapsPreviousGrid()) {
     // Programmatic dependent launch (sm_90): the runtime may start this grid while the previous
     // kernel in the stream is still running (a backward pass and the reduction of its partials,
     // one level of a reduction tree and the next), so that its launch and the previous grid's
     // tail overlap. Nothing here touches memory before the previous grid has completed and its
     // writes are visible (wait, a no-op when launched without the overlap); then the next
     // grid may be scheduled, to wait likewise, as soon as every program of this one has started.
+    // Every program pays the two instructions: OVERLAP = 1 is for the kernels launched right
+    // after the producer of their inputs (kernels_dsl/README.md).
     NVVM::GriddepcontrolOp::create(b_, NVVM::GridDepActionKind::wait);
     NVVM::GriddepcontrolOp::create(b_, NVVM::GridDepActionKind::launch_dependents);
     shape.waitsForPreviousGrid = true;

@@ -512,8 +512,8 @@ TEST(LnModulateBwd, Instantiates) {
   // THREADS x VEC is 5 x 3 candidates; the require drops the four whose THREADS * VEC does not
   // divide D = 3072 (256 * 8, 512 * 4, 512 * 8, 768 * 8); each remaining one with PREFETCH 1, 0
   // or 2 at ASYNC = 0, and with PREFETCH 2 at ASYNC 1 and 2 (the copies need the pipelined loop;
-  // 2 * 3072 * 2 bytes per trip, three trips at most, fit in 44 KB).
-  EXPECT_EQ(enumerateConfigs(*module, "ln_modulate_bwd", {}).size(), 11u * (3 + 2));
+  // 2 * 3072 * 2 bytes per trip, three trips at most, fit in 44 KB); each with OVERLAP 1 and 0.
+  EXPECT_EQ(enumerateConfigs(*module, "ln_modulate_bwd", {}).size(), 11u * (3 + 2) * 2);
 }
 
 }  // namespace
