@@ -2,6 +2,12 @@
 // Private to compiler/codegen: mlir_gen.cpp holds the core (prologue, loads, stores,
 // elementwise math, reductions); row_ops.cpp the row-vector building blocks (repeat, group
 // reductions, pair rotation); mx_ops.cpp the MXFP6 scale, encode and 6-bit packing.
+//
+// Ops are inserted in the order they are created, and C++ leaves the order in which a call's
+// arguments are evaluated unspecified (g++ goes right to left, clang left to right). So no call
+// here takes two arguments that each create a non-constant op: name them first, in the order
+// they should appear. Otherwise the code objects depend on the compiler that built mxfp6c
+// (same semantics, different instruction order and registers: different bytes under one key).
 #pragma once
 
 #include <functional>

@@ -229,8 +229,9 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     IntMath s(b_, scale.getType());
     Value exponent = s.sub(s.c(127 - shift), scale);
     Value normal = s.cmp(arith::CmpIPredicate::sge, exponent, s.c(-126));
-    Value factor = s.sel(normal, s.shl(s.add(exponent, s.c(127)), s.c(23)),
-                         s.shl(s.c(1), s.max(s.add(exponent, s.c(149)), s.c(0))));
+    Value normalBits = s.shl(s.add(exponent, s.c(127)), s.c(23));
+    Value denormalBits = s.shl(s.c(1), s.max(s.add(exponent, s.c(149)), s.c(0)));
+    Value factor = s.sel(normal, normalBits, denormalBits);
     Value nanBlock = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0x1F1F1F1F), s.c(0));
     Type f32v = VectorType::get({perThread}, f32), i32v = VectorType::get({perThread}, i32);
     Type words = VectorType::get({perThread / 4}, i32);
@@ -295,8 +296,10 @@ LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
     Value small = s.cmp(arith::CmpIPredicate::ult, scale, s.c(128));
     Value scaleUp = s.sel(small, s.c(7 << 23), s.c(0));
     Value floor = s.shl(s.add(scale, s.sel(small, s.c(fc.emin + 7), s.c(fc.emin))), s.c(23));
-    Value bound = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0),
-                        s.add(s.shr(floor, s.c(gridShift)), s.c(31)));
+    Value nanScale = s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF));
+    Value zero = s.c(0);
+    Value finiteBound = s.add(s.shr(floor, s.c(gridShift)), s.c(31));
+    Value bound = s.sel(nanScale, zero, finiteBound);
     Value unbias = s.sub(s.c(31), bound);
     // Each block's constants, spread to its elements' positions.
     Type i32v = VectorType::get({perThread}, i32);
@@ -319,7 +322,8 @@ LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
     Value xa = m.umin(m.add(t, scaleUp), normalised);
     Value binade = m.band(m.umax(xa, floor), m.c(int32_t(0xFF800000u)));
     Value rounded = fmaBits(asFloat(xa), fconst(std::ldexp(1.0f, int(fc.mbits) - 23)), asFloat(binade));
-    Value biased = m.add(m.sub(rounded, binade), m.shr(binade, m.c(gridShift)));
+    Value steps = m.sub(rounded, binade);
+    Value biased = m.add(steps, m.shr(binade, m.c(gridShift)));
     Value code = m.add(m.umin(biased, bound), unbias);
     code = m.add(code, m.band(m.shr(bits, m.c(10)), m.c(0x20)));
     values_[id].chunks.push_back(arith::TruncIOp::create(b_, sameShape(code, b_.getI8Type()), code));
@@ -375,8 +379,10 @@ Value packCodeWords(ImplicitLocOpBuilder& b, Value words) {
   SmallVector<Value> groups;
   for (int64_t w = 0; w < cast<VectorType>(words.getType()).getNumElements(); ++w) {
     Value word = vector::ExtractOp::create(b, words, ArrayRef<int64_t>{w});
-    Value pairs = m.bor(m.band(word, m.c(0x003F003F)), m.band(m.shr(word, m.c(2)), m.c(0x0FC00FC0)));
-    groups.push_back(m.bor(m.band(pairs, m.c(0xFFF)), m.band(m.shr(pairs, m.c(4)), m.c(0xFFF000))));
+    Value evenCodes = m.band(word, m.c(0x003F003F));
+    Value pairs = m.bor(evenCodes, m.band(m.shr(word, m.c(2)), m.c(0x0FC00FC0)));
+    Value lowPair = m.band(pairs, m.c(0xFFF));
+    groups.push_back(m.bor(lowPair, m.band(m.shr(pairs, m.c(4)), m.c(0xFFF000))));
   }
   return cutGroups(b, groups);
 }

@@ -184,10 +184,10 @@ Value KernelEmitter::stagedChunkPointer(const PipelinePlan& plan, int id, int64_
   int64_t bytes = layoutFor(op.type.length).perThread * kir::dtypeBytes(k_.params[op.param].dtype);
   Value thread = arith::AddIOp::create(b_, arith::MulIOp::create(b_, rowInBlock_, constI64(threads_)), lane_);
   Value place = arith::AddIOp::create(b_, constI64(c * rows_ * threads_), thread);
-  Value offset = arith::AddIOp::create(
-      b_, constI64(asyncRegion_.at(plan.forId) + plan.staged.at(id)),
-      arith::AddIOp::create(b_, arith::MulIOp::create(b_, slot, constI64(plan.stagedBytes)),
-                            arith::MulIOp::create(b_, place, constI64(bytes))));
+  Value region = constI64(asyncRegion_.at(plan.forId) + plan.staged.at(id));
+  Value slotStart = arith::MulIOp::create(b_, slot, constI64(plan.stagedBytes));
+  Value inSlot = arith::MulIOp::create(b_, place, constI64(bytes));
+  Value offset = arith::AddIOp::create(b_, region, arith::AddIOp::create(b_, slotStart, inSlot));
   auto sharedPtr = LLVM::LLVMPointerType::get(&ctx_, kSharedAddressSpace);
   return LLVM::GEPOp::create(b_, sharedPtr, b_.getI8Type(), asyncBuffer_, ValueRange{offset});
 }
@@ -256,9 +256,11 @@ void KernelEmitter::emitCopies(const PipelinePlan& plan, Value trip, Value slot)
       // 16-byte copies may bypass L1 (.cg): the rows are read once.
       auto modifier = bytes == 16 ? NVVM::LoadCacheModifierKind::CG : NVVM::LoadCacheModifierKind::CA;
       Value base = scalarOffset(op);
-      for (int64_t c = 0; c < chunks_; ++c)
-        NVVM::CpAsyncOp::create(b_, stagedChunkPointer(plan, id, c, slot), chunkPointer(op, base, c),
-                                int32_t(bytes), modifier, Value());
+      for (int64_t c = 0; c < chunks_; ++c) {
+        Value dst = stagedChunkPointer(plan, id, c, slot);
+        Value src = chunkPointer(op, base, c);
+        NVVM::CpAsyncOp::create(b_, dst, src, int32_t(bytes), modifier, Value());
+      }
     }
   }
   // Every thread commits a group per trip, empty past the end, so the counts of the waits hold.

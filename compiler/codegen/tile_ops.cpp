@@ -217,9 +217,11 @@ LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
     }
     for (int64_t e = 0; e < l.perThread; ++e) {
       Value j = arith::AddIOp::create(b_, first, constI64(e));
-      Value at = slot(arith::DivUIOp::create(b_, j, constI64(cols)), arith::RemUIOp::create(b_, j, constI64(cols)));
-      memref::StoreOp::create(b_, vector::ExtractOp::create(b_, in.chunks[c], ArrayRef<int64_t>{e}), buffer,
-                              ValueRange{index(at)});
+      Value row = arith::DivUIOp::create(b_, j, constI64(cols));
+      Value column = arith::RemUIOp::create(b_, j, constI64(cols));
+      Value at = slot(row, column);
+      Value x = vector::ExtractOp::create(b_, in.chunks[c], ArrayRef<int64_t>{e});
+      memref::StoreOp::create(b_, x, buffer, ValueRange{index(at)});
     }
   }
   gpu::BarrierOp::create(b_);
@@ -230,7 +232,9 @@ LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
     for (int64_t e = 0; e < l.perThread; ++e) {
       // Result element k = (w, r) of the [cols, rows] transpose is tile element (r, w).
       Value k = arith::AddIOp::create(b_, first, constI64(e));
-      Value at = slot(arith::RemUIOp::create(b_, k, constI64(rows)), arith::DivUIOp::create(b_, k, constI64(rows)));
+      Value row = arith::RemUIOp::create(b_, k, constI64(rows));
+      Value column = arith::DivUIOp::create(b_, k, constI64(rows));
+      Value at = slot(row, column);
       Value x = memref::LoadOp::create(b_, buffer, ValueRange{index(at)});
       chunk = vector::InsertOp::create(b_, x, chunk, ArrayRef<int64_t>{e});
     }
