@@ -1,6 +1,6 @@
 // The GPU tests' harness on the CPU: checkInParallel visits every index of [0, n) exactly once,
 // whatever n against the number of cores, and Bf16Check::merge gives the counts and maxima of
-// one check over all the elements.
+// one check over all the elements; its lazy bound counts what the eager one counts.
 
 #include <gtest/gtest.h>
 
@@ -78,6 +78,38 @@ TEST(CheckInParallel, MergedChecksEqualOneCheck) {
   EXPECT_EQ(parts[0].maxBoundFraction, whole.maxBoundFraction);
   // Without the extra bound every element beyond 1 ulp is beyond its bound.
   EXPECT_EQ(parts[1].beyondBound, parts[1].beyondOneUlp);
+}
+
+// The lazy form computes the bound's extra term only for the elements beyond 1 ulp, and counts
+// exactly what the eager form counts with every term computed up front.
+TEST(Bf16Check, LazyBoundEqualsEagerBound) {
+  const int64_t n = 20011;
+  gputest::Bf16Check eager, lazy;
+  int64_t termsComputed = 0, beyondOneUlp = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double ref = 0.5 + double(i % 613) / 613.0;
+    uint16_t rounded = interp::doubleToBf16(ref);
+    uint16_t gpu = i % 5 == 0 ? uint16_t(rounded + 2) : i % 11 == 0 ? uint16_t(0xFF80) : rounded;  // 2 ulp, -inf
+    double extra = i % 3 == 0 ? 1.0 : 0.0;
+    double g = interp::bf16ToDouble(gpu);
+    if (std::isfinite(g) && std::fabs(g - interp::roundToBf16(ref)) > interp::ulpBf16(interp::roundToBf16(ref)))
+      ++beyondOneUlp;
+    eager.add(gpu, ref, extra);
+    lazy.addLazily(gpu, ref, [&] {
+      ++termsComputed;
+      return extra;
+    });
+  }
+  EXPECT_GT(beyondOneUlp, 0);
+  EXPECT_EQ(termsComputed, beyondOneUlp);
+  EXPECT_EQ(lazy.beyondOneUlp, beyondOneUlp);
+  EXPECT_EQ(lazy.beyondBound, eager.beyondBound);
+  EXPECT_GT(lazy.beyondBound, 0);
+  EXPECT_LT(lazy.beyondBound, beyondOneUlp);  // the elements with extra = 1 are within it
+  EXPECT_EQ(lazy.nonFinite, eager.nonFinite);
+  EXPECT_GT(lazy.nonFinite, 0);
+  EXPECT_EQ(lazy.maxUlp, eager.maxUlp);
+  EXPECT_EQ(lazy.maxBoundFraction, eager.maxBoundFraction);
 }
 
 }  // namespace
