@@ -11,6 +11,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   libgtest-dev libgmock-dev
   binutils file python3
+  g++-12
 )
 
 missing=()

@@ -8,6 +8,8 @@
 // here takes two arguments that each create a non-constant op: name them first, in the order
 // they should appear. Otherwise the code objects depend on the compiler that built mxfp6c
 // (same semantics, different instruction order and registers: different bytes under one key).
+// scripts/check-host-compilers.sh (run by CI) builds mxfp6c with g++ as well and compares the
+// LLVM IR both builds emit for every configuration of build/gpu_kernels and every default.
 #pragma once
 
 #include <functional>

@@ -321,7 +321,11 @@ LogicalResult KernelEmitter::emitMxEncode(const kir::Op& op, int id) {
     Value normalised = fmaBits(asFloat(m.add(t, m.c(1 << 23))), fconst(0x1p7f), fconst(-0x1p-119f));
     Value xa = m.umin(m.add(t, scaleUp), normalised);
     Value binade = m.band(m.umax(xa, floor), m.c(int32_t(0xFF800000u)));
-    Value rounded = fmaBits(asFloat(xa), fconst(std::ldexp(1.0f, int(fc.mbits) - 23)), asFloat(binade));
+    // The fma's operands named in order (kernel_emitter.h: creation order).
+    Value xaF = asFloat(xa);
+    Value step = fconst(std::ldexp(1.0f, int(fc.mbits) - 23));
+    Value binadeF = asFloat(binade);
+    Value rounded = fmaBits(xaF, step, binadeF);
     Value steps = m.sub(rounded, binade);
     Value biased = m.add(steps, m.shr(binade, m.c(gridShift)));
     Value code = m.add(m.umin(biased, bound), unbias);

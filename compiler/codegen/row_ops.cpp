@@ -120,8 +120,11 @@ LogicalResult KernelEmitter::emitRotatePairs(const kir::Op& op, int id) {
     Value sinv = values_[op.operands[2]].chunks[c];
     Value a = vector::ShuffleOp::create(b_, v, v, evens);
     Value bb = vector::ShuffleOp::create(b_, v, v, odds);
-    Value first = subF(mulF(cosv, a), mulF(sinv, bb));
-    Value second = addF(mulF(sinv, a), mulF(cosv, bb));
+    // Each product named before the sum that reads it (kernel_emitter.h: creation order).
+    Value ca = mulF(cosv, a), sb = mulF(sinv, bb);
+    Value first = subF(ca, sb);
+    Value sa = mulF(sinv, a), cb = mulF(cosv, bb);
+    Value second = addF(sa, cb);
     values_[id].chunks.push_back(vector::ShuffleOp::create(b_, first, second, interleave));
   }
   return success();
