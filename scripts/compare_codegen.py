@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Compares what two mxfp6c executables emit for the same kernels, byte for byte.
 
-    scripts/compare_codegen.py BUILD_A/bin/mxfp6c BUILD_B/bin/mxfp6c [--emit llvm] [--jobs N]
+    scripts/compare_codegen.py BUILD_A/bin/mxfp6c BUILD_B/bin/mxfp6c [--emit llvm] [--jobs N] [--only K]
 
-The configurations: every code object in build/gpu_kernels (its kernel and full config, from its
+The configurations: every code object in --kernels (its kernel and full config, from its
 .json: what the GPU tests and the benchmark run), for sm_90 and gfx942, and every kernel of
 kernels_dsl/ and tests/fixtures/ at its defaults for sm_90, gfx942 and gfx950. A configuration
 that one executable compiles and the other rejects is a difference too; one both reject (an
-NVIDIA-only schedule on gfx942) is skipped. Exits 1 on any difference, naming each.
+NVIDIA-only schedule on gfx942) is skipped. --only keeps the kernels whose name contains K
+(repeatable). Exits 1 on any difference, naming each, and when nothing compiled.
 
 Why: the code objects are content-addressed and keyed on (kernel, shape, arch, toolchain), so two
 builds of mxfp6c from the same sources must emit the same bytes, whichever host compiler built
@@ -29,7 +30,7 @@ def kernels_of(mxfp6c, dsl):
     return [line.split()[1] for line in out.splitlines() if line.startswith("kernel ")]
 
 
-def jobs(mxfp6c):
+def jobs(mxfp6c, kernels_dir):
     """(dsl file, kernel, target, config text) for every configuration compared."""
     files = sorted((REPO / "kernels_dsl").glob("*.mxk")) + sorted((REPO / "tests" / "fixtures").glob("*.mxk"))
     file_of = {}
@@ -38,7 +39,7 @@ def jobs(mxfp6c):
             file_of.setdefault(kernel, dsl)
     out = [(dsl, kernel, target, "") for kernel, dsl in file_of.items() for target in ("sm_90", "gfx942", "gfx950")]
     seen = set()
-    for meta_path in sorted((REPO / "build" / "gpu_kernels").rglob("*.json")):
+    for meta_path in sorted(pathlib.Path(kernels_dir).rglob("*.json")):
         meta = json.loads(meta_path.read_text())
         kernel, config = meta.get("kernel"), meta.get("config", {})
         if kernel not in file_of:
@@ -65,9 +66,12 @@ def main():
     ap.add_argument("b")
     ap.add_argument("--emit", default="llvm", help="what to compare (mxfp6c compile --emit)")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", action="append", default=[], help="kernels whose name contains this")
+    ap.add_argument("--kernels", default=str(REPO / "build" / "gpu_kernels"),
+                    help="code objects whose configurations to compare (default: build/gpu_kernels)")
     args = ap.parse_args()
 
-    todo = jobs(args.a)
+    todo = [j for j in jobs(args.a, args.kernels) if not args.only or any(o in j[1] for o in args.only)]
 
     def compare(job):
         dsl, kernel, target, config = job
