@@ -303,6 +303,8 @@ class KernelEmitter {
   Value expValue(Value v);
   /// `intrinsic` (f32 -> f32) on every element of v.
   Value perElementIntrinsic(Value v, const char* intrinsic);
+  /// MINPROGS: room for that many resident programs per SM (CU) asked of the register allocator.
+  LogicalResult requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, Location loc);
   /// The DSL's float arithmetic: a product feeding a sum may fuse into one FMA (one rounding
   /// instead of two, never less accurate). The MX encoders build their exact scalings without it.
   Value addF(Value a, Value c);

@@ -254,6 +254,33 @@ Value KernelEmitter::clampRow(Value row, Value* valid) {
   return arith::SelectOp::create(b_, inRange, row, last);
 }
 
+/// MINPROGS = n asks the register allocator to leave room for n resident programs per SM (CU):
+/// `.minnctapersm n` on NVIDIA, the waves per SIMD that n programs need on AMD. Fewer registers
+/// per thread can mean spills (ptxas reports them; the resources in the metadata show the
+/// outcome); more programs in flight hide more latency where a program's phases (loads, barriers,
+/// dependent math) leave the SM idle. 0 (the default) leaves the choice to the compiler.
+LogicalResult KernelEmitter::requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, Location loc) {
+  auto it = k_.config.find("MINPROGS");
+  if (it == k_.config.end() || it->second == 0) return success();
+  int64_t programs = it->second;
+  bool nvidia = target_.backend == Backend::NVVM;
+  // Residency limits: 2048 threads and 32 programs per SM (sm_90); 4 SIMDs of 8 wave64s per CU.
+  int64_t waves = (blockThreads + target_.subgroupSize - 1) / target_.subgroupSize;
+  int64_t maxPrograms = nvidia ? std::min<int64_t>(32, 64 / waves) : 32 / waves;
+  if (programs < 0 || programs > maxPrograms) {
+    emitError(loc) << "MINPROGS = " << programs << " programs of " << blockThreads << " threads cannot be resident on one "
+                   << (nvidia ? "SM of " : "CU of ") << target_.name << ": at most " << maxPrograms;
+    return failure();
+  }
+  if (nvidia) {
+    func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(), b_.getI32IntegerAttr(int(programs)));
+  } else {
+    int64_t wavesPerSimd = (programs * waves + 3) / 4;
+    func->setAttr(ROCDL::ROCDLDialect::WavesPerEuAttrHelper::getNameStr(), b_.getI32IntegerAttr(int(wavesPerSimd)));
+  }
+  return success();
+}
+
 LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
   b_.setLoc(loc(op.loc));
   RegValue& out = values_[id];
@@ -410,6 +437,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b_.getI64IntegerAttr(16));
   int blockThreads = int(rows_ * threads_);
   func.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({blockThreads, 1, 1}));
+  if (failed(requestResidentPrograms(func, blockThreads, kernelLoc))) return nullptr;
 
   paramArgs_.assign(k_.params.size(), Value());
   runtimeDimArgs_.assign(k_.runtimeDims.size(), Value());
