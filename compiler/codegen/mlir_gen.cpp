@@ -129,8 +129,8 @@ LogicalResult KernelEmitter::checkSchedule() {
     return fail("ASYNC = " + std::to_string(asyncDepth()) +
                 " stages loads through asynchronous copies to shared memory (cp.async), which " + target_.name +
                 " does not have; use ASYNC = 0 there");
-  if (auto p = k_.config.find("PREDICATE"); p != k_.config.end() && p->second != 0) {
-    if (p->second != 1) return fail("PREDICATE must be 0 (stores in a branch) or 1 (predicated stores)");
+  if (int64_t predicate = tunable("PREDICATE"); predicate != 0) {
+    if (predicate != 1) return fail("PREDICATE must be 0 (stores in a branch) or 1 (predicated stores)");
     if (target_.backend != Backend::NVVM)
       return fail("PREDICATE = 1 predicates each store with inline PTX (@p st.global), which " + target_.name +
                   " does not run; use PREDICATE = 0 there");
@@ -169,7 +169,7 @@ std::vector<int> KernelEmitter::emissionOrder() const {
   // Early loads cost registers (all of a row's inputs live at once); a kernel can offer
   // PREFETCH = 0 as a tunable to keep KIR order where that matters more (reductions are not
   // batched either: that too would move loads up).
-  if (auto p = k_.config.find("PREFETCH"); p != k_.config.end() && p->second == 0) {
+  if (tunable("PREFETCH", 1) == 0) {
     std::vector<int> order(n);
     for (int i = 0; i < n; ++i) order[i] = i;
     return order;
@@ -225,8 +225,7 @@ Value KernelEmitter::toI64(Value v) {
 }
 
 bool KernelEmitter::overlapsPreviousGrid() const {
-  auto o = k_.config.find("OVERLAP");
-  return target_.backend == Backend::NVVM && o != k_.config.end() && o->second == 1;
+  return target_.backend == Backend::NVVM && tunable("OVERLAP") == 1;
 }
 
 void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
@@ -260,9 +259,8 @@ Value KernelEmitter::clampRow(Value row, Value* valid) {
 /// outcome); more programs in flight hide more latency where a program's phases (loads, barriers,
 /// dependent math) leave the SM idle. 0 (the default) leaves the choice to the compiler.
 LogicalResult KernelEmitter::requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, Location loc) {
-  auto it = k_.config.find("MINPROGS");
-  if (it == k_.config.end() || it->second == 0) return success();
-  int64_t programs = it->second;
+  int64_t programs = tunable("MINPROGS");
+  if (programs == 0) return success();
   bool nvidia = target_.backend == Backend::NVVM;
   // Residency limits: 2048 threads and 32 programs per SM (sm_90); 4 SIMDs of 8 wave64s per CU.
   int64_t waves = (blockThreads + target_.subgroupSize - 1) / target_.subgroupSize;

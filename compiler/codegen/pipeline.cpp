@@ -38,13 +38,11 @@
 namespace mxfp6::codegen::detail {
 
 bool KernelEmitter::pipelinesLoops() const {
-  auto p = k_.config.find("PREFETCH");
-  return p != k_.config.end() && p->second == 2;
+  return tunable("PREFETCH", 1) == 2;
 }
 
 int64_t KernelEmitter::asyncDepth() const {
-  auto a = k_.config.find("ASYNC");
-  return a == k_.config.end() ? 0 : a->second;
+  return tunable("ASYNC");
 }
 
 bool KernelEmitter::advancesWithTrip(int id, int forId) const {

@@ -17,8 +17,7 @@
 namespace mxfp6::codegen::detail {
 
 bool KernelEmitter::predicatesStores() const {
-  auto p = k_.config.find("PREDICATE");
-  return p != k_.config.end() && p->second == 1;
+  return tunable("PREDICATE") == 1;
 }
 
 void KernelEmitter::predicatedStore(Value cond, Value value, Value ptr, int64_t bytes, int64_t align) {
