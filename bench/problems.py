@@ -429,8 +429,10 @@ class Problem:
 
 
 class LnModulate(Problem):
-    """LN-modulate forward, per-sample modulation, tokens [B, S, D] batch-major (sample_div = S)."""
+    """LN-modulate forward, per-sample modulation, tokens [B, S, D] batch-major (sample_div = S): ours is
+    ln_modulate_fwd or, for these whole samples, ln_modulate_fwd_samples, whichever plan is faster."""
     kernel = "ln_modulate_fwd"
+    samples_kernel = "ln_modulate_fwd_samples"
     family = "LN-modulate fwd"
     torch_fn = staticmethod(ln_modulate_fwd_torch)
     D = 3072
@@ -469,6 +471,20 @@ class LnModulate(Problem):
         y, mean, rstd = outs
         return {"x": x, "scale": scale, "shift": shift, "y": y, "mean": mean, "rstd": rstd,
                 "sample_div": sample_div, "eps": eps, "T": self.T, "B": self.B, "D": self.D}
+
+    def plans(self, objects):
+        """ln_modulate_fwd's plans (a program per ROWS tokens), then ln_modulate_fwd_samples' (one per
+        sample and j < P, walking the sample's tokens j, j + P, ...), labelled `samples ...`."""
+        def sample_values(outs, scratch):
+            x, scale, shift, sample_div, eps = self.args
+            y, mean, rstd = outs
+            return {"x": x, "scale": scale, "shift": shift, "y": y, "mean": mean, "rstd": rstd,
+                    "tokens_per_sample": self.S, "sample_stride": self.S, "token_stride": 1, "eps": eps,
+                    "T": self.T, "B": self.B, "D": self.D}
+        return super().plans(objects) + [
+            Plan("samples " + mxfp6rt.config_tag(meta), [Stage(path, meta, self.B * meta["config"]["P"], sample_values)],
+                 self.check)
+            for path, meta in objects.get(self.samples_kernel, [])]
 
     def check(self, outs, chunk=4096):
         x, scale, shift, sample_div, _ = self.args

@@ -94,6 +94,14 @@ std::vector<Arg> lnArgs(LnData& d, const kir::Kernel& k) {
   args[testing::kRstd] = tensor(d.rstd.data(), kir::Dtype::F32, {s.T});
   args[testing::kSampleDiv] = s.sampleDiv();
   args[testing::kEps] = std::monostate{};  // default 1e-6
+  if (k.params.size() > testing::kLnParamCount) {
+    // ln_modulate_fwd_samples: where the whole samples' tokens are instead of sample_div (token t of
+    // sample b at b * sample_stride + s * token_stride), then eps.
+    args[testing::kSampleDiv] = s.S;                   // tokens_per_sample
+    args[testing::kEps] = s.seqMajor ? int64_t{1} : s.S;  // sample_stride
+    args[testing::kEps + 1] = s.seqMajor ? s.B : int64_t{1};  // token_stride
+    args[testing::kEps + 2] = std::monostate{};
+  }
   return args;
 }
 
@@ -235,14 +243,15 @@ TEST(LnModulateHandBuilt, ReportsSampleIndexOutsideScale) {
   EXPECT_NE(st.message().find("row t=1"), std::string::npos) << st.message();
 }
 
-std::optional<kir::Kernel> instantiateLnModulate(const std::map<std::string, int64_t>& config) {
+std::optional<kir::Kernel> instantiateLnModulate(const std::map<std::string, int64_t>& config,
+                                                 const char* name = "ln_modulate_fwd") {
   frontend::DiagnosticEngine diags;
   auto module = frontend::parseFile(MXFP6_SOURCE_DIR "/kernels_dsl/ln_modulate.mxk", diags);
   if (!module) {
     ADD_FAILURE() << diags.render();
     return std::nullopt;
   }
-  auto k = frontend::instantiate(*module, "ln_modulate_fwd", config, diags);
+  auto k = frontend::instantiate(*module, name, config, diags);
   if (!k) ADD_FAILURE() << diags.render();
   return k;
 }
@@ -323,6 +332,35 @@ TEST(LnModulateFromDsl, ZeroSampleDivIsALocatedError) {
   EXPECT_NE(st.message().find("error: integer division of 0 by zero"), std::string::npos)
       << st.message();
   EXPECT_NE(st.message().find("row t=0"), std::string::npos) << st.message();
+}
+
+// The whole-samples forward: the same reference, every token of every sample written once
+// whatever P leaves each program (no trip, one, or several), in both token layouts.
+TEST(LnModulateSamplesFromDsl, EveryTokenOfWholeSamples) {
+  for (int64_t P : {64, 128, 256}) {
+    auto k = instantiateLnModulate({{"P", P}}, "ln_modulate_fwd_samples");
+    ASSERT_TRUE(k);
+    for (bool seqMajor : {false, true}) {
+      SCOPED_TRACE(std::string(seqMajor ? "[S, B, D]" : "[B, S, D]") + " P=" + std::to_string(P));
+      runAndCheck(*k, {2, 130, 260, 3072, seqMajor}, 11);  // 130 tokens: P=64 runs 3 or 2 trips
+      runAndCheck(*k, {3, 5, 15, 3072, seqMajor}, 12);     // fewer tokens than programs per sample
+    }
+  }
+}
+
+TEST(LnModulateSamplesFromDsl, MatchesThePerTokenKernelBitForBit) {
+  auto samples = instantiateLnModulate({}, "ln_modulate_fwd_samples");
+  auto perToken = instantiateLnModulate({});
+  ASSERT_TRUE(samples && perToken);
+  for (bool seqMajor : {false, true}) {
+    SCOPED_TRACE(seqMajor ? "[S, B, D]" : "[B, S, D]");
+    LnData a = makeData({3, 4, 12, 3072, seqMajor}, 13), b = a;
+    ASSERT_TRUE(run(*samples, lnArgs(a, *samples), {}).isOk());
+    ASSERT_TRUE(run(*perToken, lnArgs(b, *perToken), {}).isOk());
+    EXPECT_EQ(a.y, b.y);
+    EXPECT_EQ(0, std::memcmp(a.mean.data(), b.mean.data(), a.mean.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(a.rstd.data(), b.rstd.data(), a.rstd.size() * sizeof(float)));
+  }
 }
 
 }  // namespace
