@@ -430,7 +430,7 @@ class Problem:
 
 class LnModulate(Problem):
     """LN-modulate forward, per-sample modulation, tokens [B, S, D] batch-major (sample_div = S): ours is
-    ln_modulate_fwd or, for these whole samples, ln_modulate_fwd_samples, whichever plan is faster."""
+    ln_modulate_fwd or ln_modulate_fwd_samples, whichever plan is faster."""
     kernel = "ln_modulate_fwd"
     samples_kernel = "ln_modulate_fwd_samples"
     family = "LN-modulate fwd"

@@ -40,20 +40,20 @@ struct Shape {
 
 /// Per-sample modulation (scale/shift [B, D]) with tokens laid out [B, S, D] (sample of token t
 /// = t / S, sample_div = S) or [S, B, D] (sample of token t = t % B, sample_div = 1), or
-/// per-token modulation ([T, D]). ln_modulate_fwd_samples takes whole samples and says where
-/// their tokens are (tokens_per_sample, sample_stride, token_stride) instead of sample_div.
+/// per-token modulation ([T, D]). ln_modulate_fwd_samples walks each sample's tokens and is told
+/// where they are (tokens_per_sample, sample_stride, token_stride) instead of sample_div.
 struct Variant {
   const char* kernel;
   bool perToken;
   bool sequenceMajor;  // per-sample only: tokens [S, B, D] instead of [B, S, D]
-  bool wholeSamples = false;
+  bool walksSamples = false;
 };
 
 struct HostProblem {
   Shape shape;
   bool perToken = false;
   bool sequenceMajor = false;
-  bool wholeSamples = false;
+  bool walksSamples = false;
   int64_t modRows() const { return perToken ? shape.tokens : shape.samples; }
   int64_t modRowOf(int64_t t) const {
     if (perToken) return t;
@@ -74,14 +74,14 @@ interp::TensorArg tensor(void* data, kir::Dtype dtype, std::vector<int64_t> shap
 }
 
 /// Interpreter arguments in declaration order: x, scale, shift, y, mean, rstd, then sample_div
-/// (per-sample), or tokens_per_sample, sample_stride, token_stride (whole samples), then eps.
+/// (per-sample), or tokens_per_sample, sample_stride, token_stride (sample walk), then eps.
 std::vector<interp::Arg> argsFor(HostProblem& p, void* x, void* scale, void* shift, void* y, void* mean, void* rstd) {
   int64_t T = p.shape.tokens, M = p.modRows();
   std::vector<interp::Arg> args = {
       tensor(x, kir::Dtype::BF16, {T, kD}),     tensor(scale, kir::Dtype::BF16, {M, kD}),
       tensor(shift, kir::Dtype::BF16, {M, kD}), tensor(y, kir::Dtype::BF16, {T, kD}),
       tensor(mean, kir::Dtype::F32, {T}),       tensor(rstd, kir::Dtype::F32, {T})};
-  if (p.wholeSamples) {
+  if (p.walksSamples) {
     int64_t S = p.shape.tokensPerSample, B = p.shape.samples;
     args.push_back(S);
     args.push_back(p.sequenceMajor ? int64_t{1} : S);  // sample_stride
@@ -98,7 +98,7 @@ HostProblem makeProblem(const Shape& shape, const Variant& variant, const kir::K
   p.shape = shape;
   p.perToken = variant.perToken;
   p.sequenceMajor = variant.sequenceMajor;
-  p.wholeSamples = variant.wholeSamples;
+  p.walksSamples = variant.walksSamples;
   int64_t T = shape.tokens, B = p.modRows();
   p.x.resize(T * kD);
   p.scale.resize(B * kD);
@@ -151,8 +151,8 @@ Expected<GpuOutputs> runOnGpu(rt::Device& dev, const rt::LoadedKernel& k, const 
   // The launch ABI comes from the kernel's own signature, filled from the bound arguments.
   std::vector<interp::Arg> args = argsFor(p, x.data(), scale.data(), shift.data(), y.data(), mean.data(), rstd.data());
   ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
-  // Whole samples: one program row per (sample, j < P), each walking its sample's tokens.
-  int64_t rows = p.wholeSamples ? p.shape.samples * kernel.config.at("P") : T;
+  // Sample walk: one program row per (sample, j < P), each walking its sample's tokens.
+  int64_t rows = p.walksSamples ? p.shape.samples * kernel.config.at("P") : T;
   RETURN_IF_ERROR(k.launchRows(rows, nullptr, gputest::launchArgs(kernel, bound)));
   RETURN_IF_ERROR(dev.synchronize());
   GpuOutputs out;
@@ -268,14 +268,16 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(std::get<1>(info.param).tokens);
     });
 
-// The whole-samples forward, both token layouts: the Flux shape; T=8 (B=2, S=4), fewer tokens
+// The sample-walking forward, both token layouts: the Flux shape; T=8 (B=2, S=4), fewer tokens
 // per sample than programs per sample (P of every schedule), so most programs run no trip; T=300
-// (B=3, S=100), where P = 64 leaves programs with two trips and programs with one.
+// (B=3, S=100), where P = 64 leaves programs with two trips and programs with one; and the ragged
+// shapes above, where programs stop at the last token below T.
 INSTANTIATE_TEST_SUITE_P(
-    WholeSamples, LnModulateGpu,
+    SampleWalk, LnModulateGpu,
     ::testing::Combine(::testing::Values(Variant{"ln_modulate_fwd_samples", false, false, true},
                                          Variant{"ln_modulate_fwd_samples", false, true, true}),
-                       ::testing::Values(Shape{32, 512, 16384}, Shape{2, 4, 8}, Shape{3, 100, 300})),
+                       ::testing::Values(Shape{32, 512, 16384}, Shape{2, 4, 8}, Shape{3, 100, 300}, Shape{2, 4, 7},
+                                         Shape{3, 100, 299})),
     [](const auto& info) {
       const Variant& v = std::get<0>(info.param);
       return std::string(v.sequenceMajor ? "SBD" : "BSD") + "_T" + std::to_string(std::get<1>(info.param).tokens);

@@ -95,7 +95,7 @@ std::vector<Arg> lnArgs(LnData& d, const kir::Kernel& k) {
   args[testing::kSampleDiv] = s.sampleDiv();
   args[testing::kEps] = std::monostate{};  // default 1e-6
   if (k.params.size() > testing::kLnParamCount) {
-    // ln_modulate_fwd_samples: where the whole samples' tokens are instead of sample_div (token t of
+    // ln_modulate_fwd_samples: where the samples' tokens are instead of sample_div (token t of
     // sample b at b * sample_stride + s * token_stride), then eps.
     args[testing::kSampleDiv] = s.S;                   // tokens_per_sample
     args[testing::kEps] = s.seqMajor ? int64_t{1} : s.S;  // sample_stride
@@ -334,9 +334,10 @@ TEST(LnModulateFromDsl, ZeroSampleDivIsALocatedError) {
   EXPECT_NE(st.message().find("row t=0"), std::string::npos) << st.message();
 }
 
-// The whole-samples forward: the same reference, every token of every sample written once
-// whatever P leaves each program (no trip, one, or several), in both token layouts.
-TEST(LnModulateSamplesFromDsl, EveryTokenOfWholeSamples) {
+// The sample-walking forward: the same reference, every token written once whatever P leaves
+// each program (no trip, one, or several), in both token layouts, with T ending inside the last
+// sample or sequence position too.
+TEST(LnModulateSamplesFromDsl, EveryToken) {
   for (int64_t P : {64, 128, 256}) {
     auto k = instantiateLnModulate({{"P", P}}, "ln_modulate_fwd_samples");
     ASSERT_TRUE(k);
@@ -344,6 +345,7 @@ TEST(LnModulateSamplesFromDsl, EveryTokenOfWholeSamples) {
       SCOPED_TRACE(std::string(seqMajor ? "[S, B, D]" : "[B, S, D]") + " P=" + std::to_string(P));
       runAndCheck(*k, {2, 130, 260, 3072, seqMajor}, 11);  // 130 tokens: P=64 runs 3 or 2 trips
       runAndCheck(*k, {3, 5, 15, 3072, seqMajor}, 12);     // fewer tokens than programs per sample
+      runAndCheck(*k, {3, 5, 13, 3072, seqMajor}, 14);     // ragged: T ends inside a sample / position
     }
   }
 }
@@ -354,7 +356,7 @@ TEST(LnModulateSamplesFromDsl, MatchesThePerTokenKernelBitForBit) {
   ASSERT_TRUE(samples && perToken);
   for (bool seqMajor : {false, true}) {
     SCOPED_TRACE(seqMajor ? "[S, B, D]" : "[B, S, D]");
-    LnData a = makeData({3, 4, 12, 3072, seqMajor}, 13), b = a;
+    LnData a = makeData({3, 4, 11, 3072, seqMajor}, 13), b = a;  // T = 11: ragged in both layouts
     ASSERT_TRUE(run(*samples, lnArgs(a, *samples), {}).isOk());
     ASSERT_TRUE(run(*perToken, lnArgs(b, *perToken), {}).isOk());
     EXPECT_EQ(a.y, b.y);
