@@ -475,12 +475,8 @@ class LnModulate(Problem):
     def plans(self, objects):
         """ln_modulate_fwd's plans (a program per ROWS tokens), then ln_modulate_fwd_samples' (one per
         sample and j < P, walking the sample's tokens j, j + P, ...), labelled `samples ...`."""
-        def sample_values(outs, scratch):
-            x, scale, shift, sample_div, eps = self.args
-            y, mean, rstd = outs
-            return {"x": x, "scale": scale, "shift": shift, "y": y, "mean": mean, "rstd": rstd,
-                    "tokens_per_sample": self.S, "sample_stride": self.S, "token_stride": 1, "eps": eps,
-                    "T": self.T, "B": self.B, "D": self.D}
+        def sample_values(outs, scratch):  # the same tensors; where a sample's tokens are instead of sample_div
+            return {**self.abi_values(outs), "tokens_per_sample": self.S, "sample_stride": self.S, "token_stride": 1}
         return super().plans(objects) + [
             Plan("samples " + mxfp6rt.config_tag(meta), [Stage(path, meta, self.B * meta["config"]["P"], sample_values)],
                  self.check)

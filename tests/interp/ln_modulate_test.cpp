@@ -94,13 +94,17 @@ std::vector<Arg> lnArgs(LnData& d, const kir::Kernel& k) {
   args[testing::kRstd] = tensor(d.rstd.data(), kir::Dtype::F32, {s.T});
   args[testing::kSampleDiv] = s.sampleDiv();
   args[testing::kEps] = std::monostate{};  // default 1e-6
-  if (k.params.size() > testing::kLnParamCount) {
-    // ln_modulate_fwd_samples: where the samples' tokens are instead of sample_div (token t of
-    // sample b at b * sample_stride + s * token_stride), then eps.
-    args[testing::kSampleDiv] = s.S;                   // tokens_per_sample
-    args[testing::kEps] = s.seqMajor ? int64_t{1} : s.S;  // sample_stride
-    args[testing::kEps + 1] = s.seqMajor ? s.B : int64_t{1};  // token_stride
-    args[testing::kEps + 2] = std::monostate{};
+  if (k.name == "ln_modulate_fwd_samples") {
+    // Where the samples' tokens are instead of sample_div (token t of sample b at
+    // b * sample_stride + s * token_stride), then eps: set by name.
+    auto set = [&](const char* name, Arg value) {
+      for (size_t i = 0; i < k.params.size(); ++i)
+        if (k.params[i].name == name) args[i] = std::move(value);
+    };
+    set("tokens_per_sample", s.S);
+    set("sample_stride", s.seqMajor ? int64_t{1} : s.S);
+    set("token_stride", s.seqMajor ? s.B : int64_t{1});
+    set("eps", std::monostate{});
   }
   return args;
 }
