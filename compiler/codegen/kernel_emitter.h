@@ -252,6 +252,10 @@ class KernelEmitter {
   LogicalResult emitElementwiseAccess(const kir::Op& op, int id);
   /// Where a transpose keeps its tile in its shared buffer (transpose_layout.h).
   TransposeLayout transposeLayout(const kir::Op& op) const;
+  /// Whether a transpose reads its columns with matrix loads (NVIDIA ldmatrix; tile_ops.cpp).
+  bool usesMatrixReads(const kir::Op& op) const;
+  /// The chunks of a transpose read with matrix loads.
+  SmallVector<Value> matrixReads(const kir::Op& op, Value buffer, const TransposeLayout& t);
   MemRefType transposeBufferType(const kir::Op& op);
   LogicalResult emitTranspose(const kir::Op& op, int id);
   /// Extent of row variable v: a runtime size argument or a constant.
@@ -303,6 +307,10 @@ class KernelEmitter {
   std::optional<float> reciprocalOfDivisor(const kir::Op& op, int id) const;
   Value applyScalar(OpCode code, Dtype operandType, ArrayRef<Value> xs, Dtype resultType);
   Value castValue(Value v, Dtype from, Dtype to);
+  /// bf16 vector (even length) to f32 through its 32-bit words: the low element shifted up, the
+  /// high one masked in place -- one instruction each, where extending element by element takes
+  /// the high one out of its word first.
+  Value widenBf16Pairs(Value v);
   Value sqrtValue(Value v);
   Value rsqrtValue(Value v);
   Value expValue(Value v);

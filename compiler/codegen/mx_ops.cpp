@@ -244,7 +244,7 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     // byte: FP8 bytes 0.0eeeee = the FP6 magnitude codes (|a| <= MAX keeps the top exponent
     // bits clear).
     IntMath m(b_, i32v);
-    Value y = arith::MulFOp::create(b_, arith::ExtFOp::create(b_, f32v, chunk), factorF);
+    Value y = arith::MulFOp::create(b_, castValue(chunk, Dtype::BF16, Dtype::F32), factorF);
     Value magnitude = arith::BitcastOp::create(b_, f32v, m.band(arith::BitcastOp::create(b_, i32v, y), m.c(0x7FFFFFFF)));
     Value boundF = arith::ConstantOp::create(b_, b_.getF32FloatAttr(bound));
     auto saturated = [&](int64_t e) -> Value {

@@ -47,8 +47,25 @@ Value KernelEmitter::combine(OpCode reduce, Value a, Value c) {
   }
 }
 
+Value KernelEmitter::widenBf16Pairs(Value v) {
+  const int64_t n = cast<VectorType>(v.getType()).getNumElements();
+  Type i32 = b_.getI32Type();
+  auto wordsType = VectorType::get({n / 2}, i32);
+  Value words = vector::BitCastOp::create(b_, wordsType, v);
+  Value low = arith::ShLIOp::create(b_, words, splat(wordsType, b_.getI32IntegerAttr(16)));
+  Value high = arith::AndIOp::create(b_, words, splat(wordsType, b_.getI32IntegerAttr(int32_t(0xFFFF0000u))));
+  SmallVector<int64_t> interleave;
+  for (int64_t w = 0; w < n / 2; ++w) interleave.append({w, n / 2 + w});
+  Value bits = vector::ShuffleOp::create(b_, low, high, interleave);
+  return vector::BitCastOp::create(b_, VectorType::get({n}, b_.getF32Type()), bits);
+}
+
 Value KernelEmitter::castValue(Value v, Dtype from, Dtype to) {
   if (from == to) return v;
+  if (from == Dtype::BF16 && to == Dtype::F32) {
+    auto vt = dyn_cast<VectorType>(v.getType());
+    if (vt && vt.getNumElements() % 2 == 0) return widenBf16Pairs(v);
+  }
   Type elem = scalarType(&ctx_, to);
   Type ty = sameShape(v, elem);
   bool fromFloat = kir::isFloat(from), toFloat = kir::isFloat(to);

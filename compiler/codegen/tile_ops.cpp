@@ -23,6 +23,14 @@
 //    pitch) and those lanes hit the same banks n times over. Each band is therefore shifted by a
 //    skew that spaces the bands 128 / n bytes apart modulo 128 (rounded up to the row vectors'
 //    alignment, which the shift keeps), so the n bands fall into disjoint banks.
+// On NVIDIA, a tile of 16-bit elements whose columns are held by four threads of E = 8k rows
+// each (the packers' tiles of HB*32 rows at VEC = HB*8, the prologue's 32 rows at VEC = 8) is
+// read with matrix loads instead: ldmatrix.x4.trans reads four 8x8 matrices whose rows the
+// lanes address one each, and hands lane t two consecutive rows of column t/4 of each -- rows
+// 2(t%4) and 2(t%4)+1 of the matrix. Making matrix i of load m the rows E*b + 8m + 2i + {0, 1}
+// of the four bands b gives the thread holding band b of a column its rows in order, eight per
+// instruction where an element-wise read takes one (the 8-column groups 16-byte aligned and the
+// matrices' rows on distinct banks: matrixReadLayout).
 
 #include "compiler/codegen/kernel_emitter.h"
 
@@ -30,6 +38,7 @@
 #include <optional>
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 
 namespace mxfp6::codegen::detail {
@@ -175,10 +184,62 @@ LogicalResult KernelEmitter::emitElementwiseAccess(const kir::Op& op, int id) {
   return success();
 }
 
-TransposeLayout KernelEmitter::transposeLayout(const kir::Op& op) const {
+bool KernelEmitter::usesMatrixReads(const kir::Op& op) const {
+  // A warp must lie within one program row (its lanes address each other's rows) and hold whole
+  // 8-column groups: 32 threads of four per column.
   const int64_t rows = op.ival;
-  return codegen::transposeLayout(rows, op.type.length / rows, kir::dtypeBytes(op.type.elem),
-                                  layoutFor(op.type.length).perThread);
+  return target_.backend == Backend::NVVM && threads_ % 32 == 0 && warp_ == 32 &&
+         matrixReadsFit(rows, op.type.length / rows, kir::dtypeBytes(op.type.elem), layoutFor(op.type.length).perThread);
+}
+
+TransposeLayout KernelEmitter::transposeLayout(const kir::Op& op) const {
+  const int64_t rows = op.ival, cols = op.type.length / rows, bytes = kir::dtypeBytes(op.type.elem);
+  const int64_t perThread = layoutFor(op.type.length).perThread;
+  return usesMatrixReads(op) ? matrixReadLayout(rows, cols, bytes, perThread)
+                             : codegen::transposeLayout(rows, cols, bytes, perThread);
+}
+
+SmallVector<Value> KernelEmitter::matrixReads(const kir::Op& op, Value buffer, const TransposeLayout& t) {
+  const int64_t rows = op.ival, perThread = layoutFor(op.type.length).perThread;
+  // Lane 8i + j addresses row j of matrix i: matrixRow(E, j / 2, load, i, j % 2) of its warp's
+  // 8-column group (the group of its own column: a warp holds one).
+  Value matrix = arith::DivUIOp::create(b_, laneInWarp_, constI64(8));
+  Value j = arith::RemUIOp::create(b_, laneInWarp_, constI64(8));
+  Value band = arith::DivUIOp::create(b_, j, constI64(2));
+  Value rowInBand = arith::AddIOp::create(b_, arith::MulIOp::create(b_, matrix, constI64(2)),
+                                          arith::RemUIOp::create(b_, j, constI64(2)));
+  // Element offset of (band * E + rowInBand, column 0) within the region; the load's 8 rows on.
+  Value rowStart = arith::AddIOp::create(
+      b_, arith::MulIOp::create(b_, arith::AddIOp::create(b_, arith::MulIOp::create(b_, band, constI64(perThread)), rowInBand),
+                                constI64(t.pitch)),
+      arith::MulIOp::create(b_, band, constI64(t.skew)));
+  rowStart = arith::AddIOp::create(b_, rowStart, arith::MulIOp::create(b_, rowInBlock_, constI64(t.region)));
+  Value address = arith::IndexCastOp::create(b_, b_.getI64Type(), memref::ExtractAlignedPointerAsIndexOp::create(b_, buffer));
+  auto sharedPtr = LLVM::LLVMPointerType::get(&ctx_, kSharedAddressSpace);
+  Type i32 = b_.getI32Type();
+  Type fourWords = LLVM::LLVMStructType::getLiteral(&ctx_, {i32, i32, i32, i32});
+  const int64_t bytes = kir::dtypeBytes(op.type.elem), words = perThread / 2;
+  SmallVector<Value> chunks;
+  for (int64_t c = 0; c < chunks_; ++c) {
+    Value column = arith::DivUIOp::create(b_, chunkElementBase(layoutFor(op.type.length), c), constI64(rows));
+    Value group = arith::MulIOp::create(b_, arith::DivUIOp::create(b_, column, constI64(8)), constI64(8));
+    Value groupAt = arith::AddIOp::create(
+        b_, group, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, group, constI64(t.segment)), constI64(t.pad)));
+    Value chunk = splat(VectorType::get({words}, i32), cast<TypedAttr>(b_.getZeroAttr(i32)));
+    for (int64_t load = 0; load < perThread / 8; ++load) {
+      Value at = arith::AddIOp::create(b_, arith::AddIOp::create(b_, rowStart, groupAt), constI64(8 * load * t.pitch));
+      Value byteAddress = arith::AddIOp::create(b_, address, arith::MulIOp::create(b_, at, constI64(bytes)));
+      Value ptr = LLVM::IntToPtrOp::create(b_, sharedPtr, byteAddress);
+      Value four = NVVM::LdMatrixOp::create(b_, fourWords, ptr, 4, NVVM::MMALayout::col,
+                                            NVVM::LdStMatrixShapeAttr::get(&ctx_, 8, 8), NVVM::LdStMatrixEltType::B16);
+      for (int64_t i = 0; i < 4; ++i) {
+        Value word = LLVM::ExtractValueOp::create(b_, four, ArrayRef<int64_t>{i});
+        chunk = vector::InsertOp::create(b_, word, chunk, ArrayRef<int64_t>{4 * load + i});
+      }
+    }
+    chunks.push_back(vector::BitCastOp::create(b_, chunkType(op.type.elem, perThread), chunk));
+  }
+  return chunks;
 }
 
 MemRefType KernelEmitter::transposeBufferType(const kir::Op& op) {
@@ -225,8 +286,9 @@ LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
     }
   }
   gpu::BarrierOp::create(b_);
+  if (usesMatrixReads(op)) values_[id].chunks = matrixReads(op, buffer, t);
   Type elem = scalarType(&ctx_, op.type.elem);
-  for (int64_t c = 0; c < chunks_; ++c) {
+  for (int64_t c = 0; c < chunks_ && !usesMatrixReads(op); ++c) {
     Value first = chunkElementBase(l, c);
     Value chunk = splat(chunkType(op.type.elem, l.perThread), cast<TypedAttr>(b_.getZeroAttr(elem)));
     for (int64_t e = 0; e < l.perThread; ++e) {

@@ -1,6 +1,7 @@
 #include "compiler/codegen/transpose_layout.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace mxfp6::codegen {
 namespace {
@@ -23,7 +24,71 @@ bool storePhasesCollide(int64_t rows, int64_t cols, int64_t bytes, int64_t perTh
   return false;
 }
 
+/// Whether the 16-byte units (of the 8 in a bank row) that `units` yields for the lanes of one
+/// phase repeat.
+template <typename UnitOf>
+bool phaseRepeats(int64_t lanes, UnitOf unitOf) {
+  int seen = 0;
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    int bit = 1 << (unitOf(lane) % 8);
+    if (seen & bit) return true;
+    seen |= bit;
+  }
+  return false;
+}
+
+/// Whether the row writes of the matrix-read layout `t` (16-byte words, thread t's vector holding
+/// tile elements t*E ..) or its matrix loads meet on a unit within a phase.
+bool matrixLayoutCollides(const TransposeLayout& t, int64_t rows, int64_t cols, int64_t bytes, int64_t perThread) {
+  auto unit = [&](int64_t r, int64_t w) { return t.slot(r, w) * bytes / 16; };
+  const int64_t threads = rows * cols / perThread, words = perThread * bytes / 16;
+  for (int64_t phase = 0; phase * 8 < threads; ++phase)
+    for (int64_t i = 0; i < words; ++i)
+      if (phaseRepeats(8, [&](int64_t lane) {
+            int64_t first = (phase * 8 + lane) * perThread + i * 16 / bytes;
+            return unit(first / cols, first % cols);
+          }))
+        return true;
+  for (int64_t w0 = 0; w0 < cols; w0 += 8)
+    for (int64_t load = 0; load < perThread / 8; ++load)
+      for (int64_t matrix = 0; matrix < 4; ++matrix)
+        if (phaseRepeats(8, [&](int64_t j) { return unit(matrixRow(perThread, j / 2, load, matrix, j % 2), w0); }))
+          return true;
+  return false;
+}
+
 }  // namespace
+
+bool matrixReadsFit(int64_t rows, int64_t cols, int64_t bytes, int64_t perThread) {
+  return bytes == 2 && perThread % 8 == 0 && rows == 4 * perThread && cols % 8 == 0 && cols % perThread == 0;
+}
+
+TransposeLayout matrixReadLayout(int64_t rows, int64_t cols, int64_t bytes, int64_t perThread) {
+  const int64_t rowBytes = cols * bytes, unitElements = 16 / bytes;
+  auto layout = [&](int64_t pad, int64_t tail, int64_t skew) {
+    TransposeLayout t{};
+    t.segment = rowBytes > 128 ? 128 / bytes : cols;
+    t.pad = pad * unitElements;
+    t.pitch = cols + (cols - 1) / t.segment * t.pad + tail * unitElements;
+    t.band = perThread;
+    t.skew = skew * unitElements;
+    t.align = 16;
+    t.region = rows * t.pitch + (rows / t.band - 1) * t.skew;
+    return t;
+  };
+  // Paddings of 0..3 units after every 128 bytes of a longer row, 0..7 more at its end, skews of
+  // 0..7 units per band: every offset stays a whole unit, so each 8-column group is 16-byte aligned.
+  std::optional<TransposeLayout> best;
+  for (int64_t pad = 0; pad < (rowBytes > 128 ? 4 : 1); ++pad)
+    for (int64_t tail = 0; tail < 8; ++tail)
+      for (int64_t skew = 0; skew < 8; ++skew) {
+        TransposeLayout t = layout(pad, tail, skew);
+        if ((!best || t.region < best->region) && !matrixLayoutCollides(t, rows, cols, bytes, perThread)) best = t;
+      }
+  // The packers' schedules all have a conflict-free layout here (tests/codegen checks them); a
+  // tile without one is still read correctly, at the cost of repeated wavefronts.
+  return best ? *best : layout(0, 0, 0);
+}
 
 TransposeLayout transposeLayout(int64_t rows, int64_t cols, int64_t bytes, int64_t perThread) {
   TransposeLayout t{};

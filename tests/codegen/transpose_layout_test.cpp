@@ -133,5 +133,90 @@ TEST(TransposeLayout, WithoutTheSkewTheBandsCollide) {
   EXPECT_EQ(worstBankLoad(t, 128, 64, 2, 32, 256), 4);
 }
 
+// Matrix reads (ldmatrix .x4 .trans of 8x8 matrices of 16-bit elements, four threads of E rows
+// per column). A model of the instruction from the PTX ISA: lane 8i + j supplies the address of
+// row j of matrix i (8 consecutive elements); with .trans, lane t receives in register i the
+// elements at column t/4 of rows 2(t%4) and 2(t%4)+1 of matrix i. Against it:
+//  - each lane receives its own rows in order: register i of load m holds rows
+//    E*(t%4) + 8m + 2i + {0, 1} of column t/4 of its warp's 8-column group, so the emitter's
+//    addresses (matrixRow, and the 8 columns of a group contiguous from its first) give the
+//    thread the transpose's elements;
+//  - the 8 rows of each matrix fall on 8 different 16-byte units (one wavefront per matrix), and
+//    the row writes' phases too.
+constexpr Schedule kMatrixSchedules[] = {{128, 128, 2, 32, 256}, {128, 64, 2, 32, 256}, {128, 64, 2, 32, 128},
+                                         {128, 32, 2, 32, 128},  {64, 64, 2, 16, 128},  {64, 128, 2, 16, 256},
+                                         {32, 64, 2, 8, 64},     {32, 128, 2, 8, 512},  {32, 128, 2, 8, 256},
+                                         {256, 64, 2, 64, 256}};
+
+TEST(MatrixReadLayout, EachLaneReceivesItsRowsInOrder) {
+  for (const Schedule& s : kMatrixSchedules) {
+    SCOPED_TRACE(describe(s.rows, s.cols, s.bytes, s.perThread));
+    ASSERT_TRUE(matrixReadsFit(s.rows, s.cols, s.bytes, s.perThread));
+    TransposeLayout t = matrixReadLayout(s.rows, s.cols, s.bytes, s.perThread);
+    std::set<int64_t> used;
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t w = 0; w < s.cols; ++w) {
+        ASSERT_TRUE(t.slot(r, w) >= 0 && t.slot(r, w) < t.region);
+        ASSERT_TRUE(used.insert(t.slot(r, w)).second);
+      }
+    for (int64_t w0 = 0; w0 < s.cols; w0 += 8)
+      for (int64_t load = 0; load < s.perThread / 8; ++load)
+        for (int64_t i = 0; i < 4; ++i) {
+          // The 8 addresses of matrix i: each a 16-byte aligned run of 8 elements.
+          int64_t address[8];
+          for (int64_t j = 0; j < 8; ++j) {
+            address[j] = t.slot(matrixRow(s.perThread, j / 2, load, i, j % 2), w0);
+            ASSERT_EQ(address[j] * s.bytes % 16, 0);
+          }
+          for (int64_t lane = 0; lane < 32; ++lane)
+            for (int64_t half = 0; half < 2; ++half) {
+              int64_t received = address[2 * (lane % 4) + half] + lane / 4;
+              int64_t wanted = t.slot(s.perThread * (lane % 4) + 8 * load + 2 * i + half, w0 + lane / 4);
+              ASSERT_EQ(received, wanted) << "lane " << lane << " load " << load << " matrix " << i;
+            }
+        }
+  }
+}
+
+/// The most rows of one matrix that share a 16-byte unit of the bank row.
+int64_t worstMatrixPhase(const TransposeLayout& t, int64_t cols, int64_t bytes, int64_t perThread) {
+  int64_t worst = 0;
+  for (int64_t w0 = 0; w0 < cols; w0 += 8)
+    for (int64_t load = 0; load < perThread / 8; ++load)
+      for (int64_t i = 0; i < 4; ++i) {
+        std::map<int64_t, int64_t> rowsOnUnit;
+        for (int64_t j = 0; j < 8; ++j) {
+          int64_t byte = t.slot(perThread * (j / 2) + 8 * load + 2 * i + j % 2, w0) * bytes;
+          worst = std::max(worst, ++rowsOnUnit[byte / 16 % 8]);
+        }
+      }
+  return worst;
+}
+
+TEST(MatrixReadLayout, MatricesAndRowWritesHitEachUnitOnce) {
+  for (const Schedule& s : kMatrixSchedules) {
+    SCOPED_TRACE(describe(s.rows, s.cols, s.bytes, s.perThread));
+    TransposeLayout t = matrixReadLayout(s.rows, s.cols, s.bytes, s.perThread);
+    EXPECT_EQ(worstMatrixPhase(t, s.cols, s.bytes, s.perThread), 1);
+    EXPECT_EQ(worstStorePhase(t, s.cols, s.bytes, s.perThread, s.threads), 1);
+    // At most one 16-byte unit per row more than the plain layout's.
+    EXPECT_LE(t.region, transposeLayout(s.rows, s.cols, s.bytes, s.perThread).region + s.rows * 8) << t.region;
+  }
+}
+
+// The plain layout's 128 x 128 tile (16 bytes after every 128 of a row) puts adjacent rows two
+// units apart, so two of the four bands' row pairs meet: matrix reads need the search's layout.
+TEST(MatrixReadLayout, ThePlainLayoutWouldConflict) {
+  EXPECT_EQ(worstMatrixPhase(transposeLayout(128, 128, 2, 32), 128, 2, 32), 2);
+}
+
+TEST(MatrixReadLayout, FitsFourThreadsPerColumnOfWholeMatrices) {
+  EXPECT_TRUE(matrixReadsFit(32, 128, 2, 8));
+  EXPECT_FALSE(matrixReadsFit(32, 128, 2, 16));  // two threads per column
+  EXPECT_FALSE(matrixReadsFit(32, 128, 4, 8));   // f32 elements
+  EXPECT_FALSE(matrixReadsFit(16, 128, 2, 4));   // half matrices
+  EXPECT_FALSE(matrixReadsFit(32, 4, 2, 8));     // not a whole 8-column group
+}
+
 }  // namespace
 }  // namespace mxfp6::codegen

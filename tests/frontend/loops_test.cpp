@@ -441,7 +441,8 @@ TEST(LnModulateBwd, Instantiates) {
   ASSERT_TRUE(k) << diags.render();
   test::expectWellFormed(*k);
   EXPECT_EQ(k->runtimeDims, (std::vector<std::string>{"T", "B", "P"}));
-  EXPECT_EQ(k->runtimeDimUsedByBody, (std::vector<bool>{false, true, true}));
+  // T bounds each program's tokens (T may end inside the last sample).
+  EXPECT_EQ(k->runtimeDimUsedByBody, (std::vector<bool>{true, true, true}));
   EXPECT_EQ(k->rowVars, (std::vector<std::string>{"b", "j"}));
   EXPECT_EQ(k->rowDims, (std::vector<int>{1, 2}));
 
@@ -460,12 +461,13 @@ TEST(LnModulateBwd, Instantiates) {
       {AbiKind::I32, "tokens_per_sample"},
       {AbiKind::I32, "sample_stride"},
       {AbiKind::I32, "token_stride"},
+      {AbiKind::I64, "T"},
       {AbiKind::I64, "B"},
       {AbiKind::I64, "P"},
   };
   EXPECT_EQ(abi, expected);
 
-  // One loop: bounds j, tokens_per_sample (widened) and P; dx stored and the means reduced in
+  // One loop: bounds j, the sample's tokens below T (min with tokens_per_sample) and P; dx stored and the means reduced in
   // the body, the two accumulators written there and stored after it.
   int begin = -1, end = -1;
   for (int i = 0; i < static_cast<int>(k->ops.size()); ++i) {
@@ -479,7 +481,7 @@ TEST(LnModulateBwd, Instantiates) {
   EXPECT_EQ(loop.name, "s");
   EXPECT_EQ(k->ops[loop.operands[0]].code, OpCode::RowIndex);
   EXPECT_EQ(k->ops[loop.operands[0]].ival, 1);
-  EXPECT_EQ(k->ops[loop.operands[1]].code, OpCode::Cast);
+  EXPECT_EQ(k->ops[loop.operands[1]].code, OpCode::Min);
   EXPECT_EQ(k->ops[loop.operands[2]].code, OpCode::DimArg);
   EXPECT_EQ(k->ops[loop.operands[2]].ival, 2);
   auto inBody = [&](int i) { return i > begin && i < end; };

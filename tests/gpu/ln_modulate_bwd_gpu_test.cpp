@@ -189,7 +189,10 @@ INSTANTIATE_TEST_SUITE_P(Tokens, LnModulateBwdPerTokenGpu, ::testing::Values(int
 struct SampleShape {
   int64_t samples, tokensPerSample, partials;
   bool sequenceMajor;  // tokens [S, B, D] instead of [B, S, D]
+  int64_t tokens = 0;  // T when it ends inside the last sample or position; 0: B * S
 };
+
+int64_t tokenCount(const SampleShape& sh) { return sh.tokens ? sh.tokens : sh.samples * sh.tokensPerSample; }
 
 struct PerSampleOutputs {
   std::vector<uint16_t> dx, dscale, dshift;
@@ -203,7 +206,7 @@ int64_t tokenOf(const SampleShape& sh, int64_t b, int64_t s) {
 
 std::vector<interp::Arg> bwdArgs(const SampleShape& sh, const void* g, const void* x, const void* scale,
                                  const void* mean, const void* rstd, void* dx, void* dsPart, void* dhPart) {
-  int64_t B = sh.samples, S = sh.tokensPerSample, T = B * S, P = sh.partials;
+  int64_t B = sh.samples, S = sh.tokensPerSample, T = tokenCount(sh), P = sh.partials;
   return {tensor(g, kir::Dtype::BF16, {T, kD}),         tensor(x, kir::Dtype::BF16, {T, kD}),
           tensor(scale, kir::Dtype::BF16, {B, kD}),     tensor(mean, kir::Dtype::F32, {T}),
           tensor(rstd, kir::Dtype::F32, {T}),           tensor(dx, kir::Dtype::BF16, {T, kD}),
@@ -220,7 +223,7 @@ std::vector<interp::Arg> reduceArgs(const SampleShape& sh, const void* dsPart, c
 Expected<PerSampleOutputs> runPerSample(rt::Device& dev, const gputest::CodeObject& bwdObj, const kir::Kernel& bwd,
                                         const gputest::CodeObject& reduceObj, const kir::Kernel& reduce,
                                         const SampleShape& sh, const Inputs& in) {
-  int64_t B = sh.samples, T = B * sh.tokensPerSample, P = sh.partials;
+  int64_t B = sh.samples, T = tokenCount(sh), P = sh.partials;
   gputest::DeviceArgs d;
   ASSIGN_OR_RETURN(void* g, d.upload(dev, in.g.data(), T * kD * 2));
   ASSIGN_OR_RETURN(void* x, d.upload(dev, in.x.data(), T * kD * 2));
@@ -257,7 +260,7 @@ TEST_P(LnModulateBwdPerSampleGpu, MatchesFp64InterpreterAndIsDeterministic) {
   ASSERT_TRUE(bwdRef) << error;
 
   const SampleShape sh = GetParam();
-  int64_t B = sh.samples, S = sh.tokensPerSample, T = B * S, P = sh.partials;
+  int64_t B = sh.samples, S = sh.tokensPerSample, T = tokenCount(sh), P = sh.partials;
   Inputs in = makeInputs(T, B, 1234 + T + sh.sequenceMajor);
   std::vector<uint16_t> dx(T * kD);
   std::vector<float> dsPart(B * P * kD), dhPart(B * P * kD);
@@ -278,6 +281,7 @@ TEST_P(LnModulateBwdPerSampleGpu, MatchesFp64InterpreterAndIsDeterministic) {
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = 0; s < S; ++s) {
       int64_t t = tokenOf(sh, b, s);
+      if (t >= T) continue;  // past a ragged T: not in the sums
       for (int64_t c = 0; c < kD; ++c) {
         double gAbs = std::fabs(interp::bf16ToDouble(in.g[t * kD + c]));
         dsMag[b * kD + c] += gAbs * xhMagnitude(in, t, c);
@@ -312,10 +316,10 @@ TEST_P(LnModulateBwdPerSampleGpu, MatchesFp64InterpreterAndIsDeterministic) {
         dhCheck.add(first->dshift[i], dh64[i], accumulation * dhMag[i]);
       }
       bool identical = *first == *second;
-      std::printf("RESULT ln_modulate_bwd+reduce %-38s B=%lld S=%lld P=%lld %s dx: %s | dscale: %s | dshift: %s | "
+      std::printf("RESULT ln_modulate_bwd+reduce %-38s B=%lld S=%lld T=%lld P=%lld %s dx: %s | dscale: %s | dshift: %s | "
                   "deterministic=%s\n",
                   (gputest::configTag(bwdObj.metadata) + "/ " + gputest::configTag(reduceObj.metadata)).c_str(), (long long)B,
-                  (long long)S, (long long)P, sh.sequenceMajor ? "[S,B,D]" : "[B,S,D]", dxCheck.summary().c_str(),
+                  (long long)S, (long long)T, (long long)P, sh.sequenceMajor ? "[S,B,D]" : "[B,S,D]", dxCheck.summary().c_str(),
                   dsCheck.summary().c_str(), dhCheck.summary().c_str(), identical ? "yes" : "NO");
       dxCheck.expectOk("dx");
       dsCheck.expectOk("dscale");
@@ -325,14 +329,19 @@ TEST_P(LnModulateBwdPerSampleGpu, MatchesFp64InterpreterAndIsDeterministic) {
 }
 
 // B=32, S=512 (T=16384) in both token layouts with 16 partials per sample; a ragged split (S=7
-// tokens over P=3 partials) with fewer tokens than a typical P.
+// tokens over P=3 partials) with fewer tokens than a typical P; T = 11 of 14 and 299 of 320
+// tokens, ending inside the last sample ([B, S, D]) or sequence position ([S, B, D]), so programs
+// stop early or run no trip.
 INSTANTIATE_TEST_SUITE_P(Shapes, LnModulateBwdPerSampleGpu,
                          ::testing::Values(SampleShape{32, 512, 16, false}, SampleShape{32, 512, 16, true},
-                                           SampleShape{2, 7, 3, false}, SampleShape{2, 7, 3, true}),
+                                           SampleShape{2, 7, 3, false}, SampleShape{2, 7, 3, true},
+                                           SampleShape{2, 7, 3, false, 11}, SampleShape{2, 7, 3, true, 11},
+                                           SampleShape{4, 80, 16, false, 299}, SampleShape{4, 80, 16, true, 299}),
                          [](const auto& info) {
                            return "B" + std::to_string(info.param.samples) + "_S" +
                                   std::to_string(info.param.tokensPerSample) +
-                                  (info.param.sequenceMajor ? "_SBD" : "_BSD");
+                                  (info.param.sequenceMajor ? "_SBD" : "_BSD") +
+                                  (info.param.tokens ? "_T" + std::to_string(info.param.tokens) : "");
                          });
 
 }  // namespace

@@ -62,17 +62,19 @@ struct Case {
   int64_t B, S, P, D;
   bool sampleMajor;  // [B, S, D] (true) or [S, B, D]
   int threads = 1;   // RunOptions::threads: the rows (b, j) split over this many threads
+  int64_t tokens = 0;  // T when it ends inside the last sample or position; 0: B * S
 };
 
 std::string caseName(const Case& c) {
   return "B=" + std::to_string(c.B) + " S=" + std::to_string(c.S) + " P=" +
          std::to_string(c.P) + " D=" + std::to_string(c.D) +
-         (c.sampleMajor ? " [B,S,D]" : " [S,B,D]") + " threads=" + std::to_string(c.threads);
+         (c.sampleMajor ? " [B,S,D]" : " [S,B,D]") + " threads=" + std::to_string(c.threads) +
+         (c.tokens ? " T=" + std::to_string(c.tokens) : "");
 }
 
 void checkLnModulateBwd(const Case& c) {
   SCOPED_TRACE(caseName(c));
-  const int64_t B = c.B, S = c.S, P = c.P, D = c.D, T = B * S;
+  const int64_t B = c.B, S = c.S, P = c.P, D = c.D, T = c.tokens ? c.tokens : B * S;
   const int64_t sampleStride = c.sampleMajor ? S : 1;
   const int64_t tokenStride = c.sampleMajor ? 1 : B;
   auto k = instantiateLnModulateBwd(D);
@@ -129,9 +131,12 @@ void checkLnModulateBwd(const Case& c) {
   std::vector<double> refDscale(static_cast<size_t>(B * D), 0.0),
       refDshift(static_cast<size_t>(B * D), 0.0), absDscale(static_cast<size_t>(B * D), 0.0);
   std::vector<double> gh(static_cast<size_t>(D)), xh(static_cast<size_t>(D));
+  std::vector<int64_t> present(static_cast<size_t>(B), 0);  // tokens of each sample below T
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t s = 0; s < S; ++s) {
       const int64_t t = b * sampleStride + s * tokenStride;
+      if (t >= T) continue;
+      ++present[b];
       const double r = rstd[t];
       double sumGh = 0, sumGhXh = 0;
       for (int64_t d = 0; d < D; ++d) {
@@ -179,9 +184,9 @@ void checkLnModulateBwd(const Case& c) {
   EXPECT_EQ(dscaleBad, 0);
   EXPECT_EQ(dshiftBad, 0);
 
-  // Partials of a j with no token (j >= S) are zero: the loop ran no trip.
+  // Partials of a j with no token (j >= the sample's tokens below T) are zero: no trip ran.
   for (int64_t b = 0; b < B; ++b) {
-    for (int64_t j = S; j < P; ++j) {
+    for (int64_t j = present[b]; j < P; ++j) {
       for (int64_t d = 0; d < D; ++d) {
         ASSERT_EQ(dscalePart[(b * P + j) * D + d], 0.0f);
         ASSERT_EQ(dshiftPart[(b * P + j) * D + d], 0.0f);
@@ -207,6 +212,17 @@ TEST(InterpDslLoops, LnModulateBackwardMatchesTheFormulasInBothLayouts) {
     checkLnModulateBwd({3, 5, 2, 256, sampleMajor});
     checkLnModulateBwd({2, 7, 1, 256, sampleMajor});  // one partial: the whole sample in order
     checkLnModulateBwd({2, 3, 5, 256, sampleMajor});  // j = 3, 4 run no trip
+  }
+}
+
+// T ending inside the last sample ([B, S, D]) or sequence position ([S, B, D]): every token
+// below T gets its dx, the partials sum the tokens that are there, and nothing is read or written
+// past T (the interpreter's bounds checks fail the run otherwise).
+TEST(InterpDslLoops, LnModulateBackwardStopsAtTheLastToken) {
+  for (const bool sampleMajor : {true, false}) {
+    checkLnModulateBwd({3, 5, 2, 256, sampleMajor, 1, 13});
+    checkLnModulateBwd({3, 5, 4, 256, sampleMajor, 1, 7});   // [B,S,D]: sample 2 has no token
+    checkLnModulateBwd({2, 7, 3, 256, sampleMajor, 2, 1});
   }
 }
 
