@@ -309,7 +309,7 @@ class KernelEmitter {
   Value castValue(Value v, Dtype from, Dtype to);
   /// bf16 vector (even length) to f32 through its 32-bit words: the low element shifted up, the
   /// high one masked in place -- one instruction each, where extending element by element takes
-  /// the high one out of its word first.
+  /// the high one out of its word first (NVIDIA; castValue).
   Value widenBf16Pairs(Value v);
   Value sqrtValue(Value v);
   Value rsqrtValue(Value v);
