@@ -286,21 +286,24 @@ LogicalResult KernelEmitter::emitTranspose(const kir::Op& op, int id) {
     }
   }
   gpu::BarrierOp::create(b_);
-  if (usesMatrixReads(op)) values_[id].chunks = matrixReads(op, buffer, t);
-  Type elem = scalarType(&ctx_, op.type.elem);
-  for (int64_t c = 0; c < chunks_ && !usesMatrixReads(op); ++c) {
-    Value first = chunkElementBase(l, c);
-    Value chunk = splat(chunkType(op.type.elem, l.perThread), cast<TypedAttr>(b_.getZeroAttr(elem)));
-    for (int64_t e = 0; e < l.perThread; ++e) {
-      // Result element k = (w, r) of the [cols, rows] transpose is tile element (r, w).
-      Value k = arith::AddIOp::create(b_, first, constI64(e));
-      Value row = arith::RemUIOp::create(b_, k, constI64(rows));
-      Value column = arith::DivUIOp::create(b_, k, constI64(rows));
-      Value at = slot(row, column);
-      Value x = memref::LoadOp::create(b_, buffer, ValueRange{index(at)});
-      chunk = vector::InsertOp::create(b_, x, chunk, ArrayRef<int64_t>{e});
+  if (usesMatrixReads(op)) {
+    values_[id].chunks = matrixReads(op, buffer, t);
+  } else {
+    Type elem = scalarType(&ctx_, op.type.elem);
+    for (int64_t c = 0; c < chunks_; ++c) {
+      Value first = chunkElementBase(l, c);
+      Value chunk = splat(chunkType(op.type.elem, l.perThread), cast<TypedAttr>(b_.getZeroAttr(elem)));
+      for (int64_t e = 0; e < l.perThread; ++e) {
+        // Result element k = (w, r) of the [cols, rows] transpose is tile element (r, w).
+        Value k = arith::AddIOp::create(b_, first, constI64(e));
+        Value row = arith::RemUIOp::create(b_, k, constI64(rows));
+        Value column = arith::DivUIOp::create(b_, k, constI64(rows));
+        Value at = slot(row, column);
+        Value x = memref::LoadOp::create(b_, buffer, ValueRange{index(at)});
+        chunk = vector::InsertOp::create(b_, x, chunk, ArrayRef<int64_t>{e});
+      }
+      values_[id].chunks.push_back(chunk);
     }
-    values_[id].chunks.push_back(chunk);
   }
   // Inside a loop the next trip rewrites the buffer: everyone must have read it first.
   if (!openLoops_.empty()) gpu::BarrierOp::create(b_);
