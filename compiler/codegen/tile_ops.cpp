@@ -200,38 +200,57 @@ TransposeLayout KernelEmitter::transposeLayout(const kir::Op& op) const {
 }
 
 SmallVector<Value> KernelEmitter::matrixReads(const kir::Op& op, Value buffer, const TransposeLayout& t) {
+  // One op per statement: the order in which C++ evaluates nested arguments differs between
+  // compilers, and the IR must not (scripts/check-host-compilers.sh).
   const int64_t rows = op.ival, perThread = layoutFor(op.type.length).perThread;
+  auto add = [&](Value a, Value x) -> Value { return arith::AddIOp::create(b_, a, x); };
+  auto mul = [&](Value a, int64_t k) -> Value {
+    Value factor = constI64(k);
+    return arith::MulIOp::create(b_, a, factor);
+  };
+  auto div = [&](Value a, int64_t k) -> Value {
+    Value divisor = constI64(k);
+    return arith::DivUIOp::create(b_, a, divisor);
+  };
+  auto rem = [&](Value a, int64_t k) -> Value {
+    Value divisor = constI64(k);
+    return arith::RemUIOp::create(b_, a, divisor);
+  };
   // Lane 8i + j addresses row j of matrix i: matrixRow(E, j / 2, load, i, j % 2) of its warp's
   // 8-column group (the group of its own column: a warp holds one).
-  Value matrix = arith::DivUIOp::create(b_, laneInWarp_, constI64(8));
-  Value j = arith::RemUIOp::create(b_, laneInWarp_, constI64(8));
-  Value band = arith::DivUIOp::create(b_, j, constI64(2));
-  Value rowInBand = arith::AddIOp::create(b_, arith::MulIOp::create(b_, matrix, constI64(2)),
-                                          arith::RemUIOp::create(b_, j, constI64(2)));
+  Value matrix = div(laneInWarp_, 8);
+  Value j = rem(laneInWarp_, 8);
+  Value band = div(j, 2);
+  Value twice = mul(matrix, 2);
+  Value half = rem(j, 2);
+  Value rowInBand = add(twice, half);
   // Element offset of (band * E + rowInBand, column 0) within the region; the load's 8 rows on.
-  Value rowStart = arith::AddIOp::create(
-      b_, arith::MulIOp::create(b_, arith::AddIOp::create(b_, arith::MulIOp::create(b_, band, constI64(perThread)), rowInBand),
-                                constI64(t.pitch)),
-      arith::MulIOp::create(b_, band, constI64(t.skew)));
-  rowStart = arith::AddIOp::create(b_, rowStart, arith::MulIOp::create(b_, rowInBlock_, constI64(t.region)));
-  Value address = arith::IndexCastOp::create(b_, b_.getI64Type(), memref::ExtractAlignedPointerAsIndexOp::create(b_, buffer));
+  Value row = add(mul(band, perThread), rowInBand);
+  Value rowAt = mul(row, t.pitch);
+  Value skewAt = mul(band, t.skew);
+  Value rowStart = add(rowAt, skewAt);
+  Value programAt = mul(rowInBlock_, t.region);
+  rowStart = add(rowStart, programAt);
+  Value pointer = memref::ExtractAlignedPointerAsIndexOp::create(b_, buffer);
+  Value address = arith::IndexCastOp::create(b_, b_.getI64Type(), pointer);
   auto sharedPtr = LLVM::LLVMPointerType::get(&ctx_, kSharedAddressSpace);
   Type i32 = b_.getI32Type();
   Type fourWords = LLVM::LLVMStructType::getLiteral(&ctx_, {i32, i32, i32, i32});
   const int64_t bytes = kir::dtypeBytes(op.type.elem), words = perThread / 2;
   SmallVector<Value> chunks;
   for (int64_t c = 0; c < chunks_; ++c) {
-    Value column = arith::DivUIOp::create(b_, chunkElementBase(layoutFor(op.type.length), c), constI64(rows));
-    Value group = arith::MulIOp::create(b_, arith::DivUIOp::create(b_, column, constI64(8)), constI64(8));
-    Value groupAt = arith::AddIOp::create(
-        b_, group, arith::MulIOp::create(b_, arith::DivUIOp::create(b_, group, constI64(t.segment)), constI64(t.pad)));
+    Value first = chunkElementBase(layoutFor(op.type.length), c);
+    Value group = mul(div(div(first, rows), 8), 8);
+    Value groupAt = add(group, mul(div(group, t.segment), t.pad));
     Value chunk = splat(VectorType::get({words}, i32), cast<TypedAttr>(b_.getZeroAttr(i32)));
     for (int64_t load = 0; load < perThread / 8; ++load) {
-      Value at = arith::AddIOp::create(b_, arith::AddIOp::create(b_, rowStart, groupAt), constI64(8 * load * t.pitch));
-      Value byteAddress = arith::AddIOp::create(b_, address, arith::MulIOp::create(b_, at, constI64(bytes)));
+      Value chunkStart = add(rowStart, groupAt);
+      Value loadOffset = constI64(8 * load * t.pitch);
+      Value at = add(chunkStart, loadOffset);
+      Value byteAddress = add(address, mul(at, bytes));
       Value ptr = LLVM::IntToPtrOp::create(b_, sharedPtr, byteAddress);
-      Value four = NVVM::LdMatrixOp::create(b_, fourWords, ptr, 4, NVVM::MMALayout::col,
-                                            NVVM::LdStMatrixShapeAttr::get(&ctx_, 8, 8), NVVM::LdStMatrixEltType::B16);
+      auto shape = NVVM::LdStMatrixShapeAttr::get(&ctx_, 8, 8);
+      Value four = NVVM::LdMatrixOp::create(b_, fourWords, ptr, 4, NVVM::MMALayout::col, shape, NVVM::LdStMatrixEltType::B16);
       for (int64_t i = 0; i < 4; ++i) {
         Value word = LLVM::ExtractValueOp::create(b_, four, ArrayRef<int64_t>{i});
         chunk = vector::InsertOp::create(b_, word, chunk, ArrayRef<int64_t>{4 * load + i});
