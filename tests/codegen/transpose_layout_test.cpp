@@ -85,6 +85,16 @@ TEST(TransposeLayout, ColumnReadsOfAWarpHitEachBankOnce) {
   }
 }
 
+/// The most of 8 accesses of one phase (byte offsets `byteOf(0..7)`) that share a 16-byte unit
+/// of the bank row (1: one wavefront).
+template <typename ByteOf>
+int64_t mostOnOneUnit(ByteOf byteOf) {
+  std::map<int64_t, int64_t> onUnit;
+  int64_t most = 0;
+  for (int64_t k = 0; k < 8; ++k) most = std::max(most, ++onUnit[byteOf(k) / 16 % 8]);
+  return most;
+}
+
 /// The most lanes of one 8-lane phase of a 16-byte store instruction that share a 16-byte unit
 /// of the bank row (1: one wavefront per phase). Thread t's vector covers tile elements t*E ..;
 /// instruction i of it stores its 16 bytes at i*16.
@@ -92,14 +102,11 @@ int64_t worstStorePhase(const TransposeLayout& t, int64_t cols, int64_t bytes, i
   int64_t worst = 0;
   const int64_t words = perThread * bytes / 16;
   for (int64_t phase = 0; phase * 8 < threads; ++phase)
-    for (int64_t i = 0; i < words; ++i) {
-      std::map<int64_t, int64_t> lanesOnUnit;
-      for (int64_t lane = phase * 8; lane < phase * 8 + 8; ++lane) {
-        int64_t first = lane * perThread + i * 16 / bytes;
-        int64_t byte = t.slot(first / cols, first % cols) * bytes;
-        worst = std::max(worst, ++lanesOnUnit[byte / 16 % 8]);
-      }
-    }
+    for (int64_t i = 0; i < words; ++i)
+      worst = std::max(worst, mostOnOneUnit([&](int64_t k) {
+                         int64_t first = (phase * 8 + k) * perThread + i * 16 / bytes;
+                         return t.slot(first / cols, first % cols) * bytes;
+                       }));
   return worst;
 }
 
@@ -183,13 +190,10 @@ int64_t worstMatrixPhase(const TransposeLayout& t, int64_t cols, int64_t bytes, 
   int64_t worst = 0;
   for (int64_t w0 = 0; w0 < cols; w0 += 8)
     for (int64_t load = 0; load < perThread / 8; ++load)
-      for (int64_t i = 0; i < 4; ++i) {
-        std::map<int64_t, int64_t> rowsOnUnit;
-        for (int64_t j = 0; j < 8; ++j) {
-          int64_t byte = t.slot(perThread * (j / 2) + 8 * load + 2 * i + j % 2, w0) * bytes;
-          worst = std::max(worst, ++rowsOnUnit[byte / 16 % 8]);
-        }
-      }
+      for (int64_t i = 0; i < 4; ++i)
+        worst = std::max(worst, mostOnOneUnit([&](int64_t j) {
+                           return t.slot(perThread * (j / 2) + 8 * load + 2 * i + j % 2, w0) * bytes;
+                         }));
   return worst;
 }
 
