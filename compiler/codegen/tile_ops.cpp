@@ -236,20 +236,20 @@ SmallVector<Value> KernelEmitter::matrixReads(const kir::Op& op, Value buffer, c
   auto sharedPtr = LLVM::LLVMPointerType::get(&ctx_, kSharedAddressSpace);
   Type i32 = b_.getI32Type();
   Type fourWords = LLVM::LLVMStructType::getLiteral(&ctx_, {i32, i32, i32, i32});
+  auto shape = NVVM::LdStMatrixShapeAttr::get(&ctx_, 8, 8);
   const int64_t bytes = kir::dtypeBytes(op.type.elem), words = perThread / 2;
   SmallVector<Value> chunks;
   for (int64_t c = 0; c < chunks_; ++c) {
     Value first = chunkElementBase(layoutFor(op.type.length), c);
     Value group = mul(div(div(first, rows), 8), 8);
     Value groupAt = add(group, mul(div(group, t.segment), t.pad));
+    Value chunkStart = add(rowStart, groupAt);
     Value chunk = splat(VectorType::get({words}, i32), cast<TypedAttr>(b_.getZeroAttr(i32)));
     for (int64_t load = 0; load < perThread / 8; ++load) {
-      Value chunkStart = add(rowStart, groupAt);
       Value loadOffset = constI64(8 * load * t.pitch);
       Value at = add(chunkStart, loadOffset);
       Value byteAddress = add(address, mul(at, bytes));
       Value ptr = LLVM::IntToPtrOp::create(b_, sharedPtr, byteAddress);
-      auto shape = NVVM::LdStMatrixShapeAttr::get(&ctx_, 8, 8);
       Value four = NVVM::LdMatrixOp::create(b_, fourWords, ptr, 4, NVVM::MMALayout::col, shape, NVVM::LdStMatrixEltType::B16);
       for (int64_t i = 0; i < 4; ++i) {
         Value word = LLVM::ExtractValueOp::create(b_, four, ArrayRef<int64_t>{i});
