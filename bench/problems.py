@@ -1224,7 +1224,7 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
     once, untimed), whose blobs ours must also equal byte for byte."""
     kernel = "norm_rope_qkv_bwd_pack"
     twin_kernel = "norm_rope_qkv_bwd_pack_bf16"
-    stage_kernels = ("norm_rope_qkv_bwd_pack", "norm_rope_qkv_bwd_pack_bf16", "norm_rope_dw_reduce")
+    stage_kernels = ("norm_rope_qkv_bwd_pack", "norm_rope_qkv_bwd_pack_bf16", "mxfp6_scales_transpose", "norm_rope_dw_reduce")
     BF16_OUT = False
     torch_fn = staticmethod(norm_rope_qkv_bwd_pack_torch)
     compile_fn = staticmethod(norm_rope_qkv_bwd_pack_torch_whole)
@@ -1278,6 +1278,13 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
 
     def plans(self, objects):
         plans = []
+        # The column scales' transpose: the fastest kind, most token blocks per program (GB) that
+        # divide T/32, then the widest tile.
+        transposes = [(p, m) for p, m in objects.get("mxfp6_scales_transpose", [])
+                      if self.T // 32 % m["config"]["GB"] == 0 and self.C % m["config"]["W"] == 0]
+        if not transposes:
+            return plans
+        st = max(transposes, key=lambda o: (o[1]["config"]["GB"], o[1]["config"]["W"], o[1]["config"]["THREADS"]))
         for bpath, bmeta in objects.get(self.kernel, []):
             if not self.matches(bmeta):
                 continue
@@ -1285,30 +1292,44 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
                 twin = None
                 if not self.BF16_OUT:  # the _bf16 kernel at the same schedule (every tunable equal)
                     same = [(p, m) for p, m in objects.get(self.twin_kernel, []) if m.get("config") == bmeta.get("config")]
-                    twin = self._plan(*same[0], rpath, rmeta, bf16_out=True) if same else None
-                plans.append(self._plan(bpath, bmeta, rpath, rmeta, self.BF16_OUT, twin))
+                    twin = self._plan(*same[0], rpath, rmeta, st, bf16_out=True) if same else None
+                plans.append(self._plan(bpath, bmeta, rpath, rmeta, st, self.BF16_OUT, twin))
         return plans
 
-    def _plan(self, bpath, bmeta, rpath, rmeta, bf16_out, twin=None):
+    def _plan(self, bpath, bmeta, rpath, rmeta, st, bf16_out, twin=None):
+        """The pass, the transpose of its token-major column scales into outs[3] (through a
+        [T/32, C] scratch buffer after the partials'), then the dw reduction."""
         T, C = self.T, self.C
         TB = T // 32
-        blocks, P, tree, inputs, scratch, reduction = self._tiled(rpath, rmeta, dw_out=4)
+        blocks, P, tree, inputs, tiled_scratch, reduction = self._tiled(rpath, rmeta, dw_out=4)
+
+        def scratch():  # the column scales' buffer last: parts[-1]
+            return tiled_scratch() + (torch.empty(TB, C, device=self.mixed.device, dtype=torch.uint8),)
 
         def pack_values(outs, parts):
             values = {**inputs(parts[0]),
                       "row_data": outs[0].view(TB, 32, C * 3 // 4), "row_scales": outs[1].view(TB, 32, C // 32),
-                      "col_data": outs[2].view(C, TB, 24), "col_scales": outs[3], "RW": C * 3 // 4, "RS": C // 32}
+                      "col_data": outs[2].view(C, TB, 24), "col_scales_t": parts[-1],
+                      "RW": C * 3 // 4, "RS": C // 32}
             if bf16_out:
                 values["dqkv"] = blocks(outs[5])
             return values
 
-        config = f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}"
+        stpath, stmeta = st
+        GB, W = stmeta["config"]["GB"], stmeta["config"]["W"]
+
+        def transpose_values(outs, parts):
+            return {"src": parts[-1].view(TB // GB, GB, C // W, W), "dst": outs[3].view(C // W, W, TB // GB, GB)}
+
+        config = (f"{mxfp6rt.config_tag(bmeta)} P={P} + scales {mxfp6rt.config_tag(stmeta)} "
+                  f"+ reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}")
         if bf16_out or twin is not None:
             check = functools.partial(self.check, depth=32 + tree.depth())
         else:
             check = lambda outs: Unchecked(f"no {self.twin_kernel} code object at {mxfp6rt.config_tag(bmeta)}, "
                                            "whose bf16 d(mixed_qkv) and blobs this schedule's are checked against")
-        return Plan(config, [Stage(bpath, bmeta, P, pack_values)] + reduction, check,
+        stages = [Stage(bpath, bmeta, P, pack_values), Stage(stpath, stmeta, TB // GB * (C // W), transpose_values)]
+        return Plan(config, stages + reduction, check,
                     scratch, twin=twin, alloc=functools.partial(self.alloc_outputs, bf16_out=bf16_out))
 
     def check(self, outs, twin_outs=None, depth=None):
@@ -1337,7 +1358,7 @@ class NormRopeQkvBwdPackBf16(NormRopeQkvBwdPack):
     """The packer prologue also writing the bf16 d(mixed_qkv) (in mixed_qkv's layout): that output
     within the whole-QKV backward's bounds, the blobs bit for bit against the encoder of it."""
     kernel = "norm_rope_qkv_bwd_pack_bf16"
-    stage_kernels = ("norm_rope_qkv_bwd_pack_bf16", "norm_rope_dw_reduce")
+    stage_kernels = ("norm_rope_qkv_bwd_pack_bf16", "mxfp6_scales_transpose", "norm_rope_dw_reduce")
     BF16_OUT = True
     # Minimal bytes: the prologue's, and the bf16 d(mixed_qkv) written once.
     BYTES = ("3*R*128*2 (dq, dk, dv) + 2*R*128*2 (Q, K of mixed_qkv) + 2*R*4 (rstd) + 2*128*2 (weights) + "

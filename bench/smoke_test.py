@@ -270,7 +270,9 @@ def packer_tensors_through_fake_driver(lib, fake_driver, folder):
     """The column, dual and prologue packers and the dw reduction take the tensors the benchmark
     passes them (problems.py: X viewed [T/(32 HB), HB, 32, C], column data [C, T/(32 HB), HB, 24];
     the prologue's [T/32, 32, ...] views, mixed_qkv's Megatron strides, weights expanded with
-    stride 0, dw partials [2, T/32, H, 128] reduced by a tree of [2*left, chunk, 128] launches),
+    stride 0, column scales token-major [T/32, C] and transposed as [T/32/GB, GB, C/W, W] into
+    [C/W, W, T/32/GB, GB], dw partials [2, T/32, H, 128] reduced by a tree of [2*left, chunk, 128]
+    launches),
     through Kernel.prepare: checked by the
     runtime against each declaration, the grid that of the benchmark's row count."""
     rt = mxfp6rt.Runtime(lib)
@@ -284,7 +286,8 @@ def packer_tensors_through_fake_driver(lib, fake_driver, folder):
     for path, meta in mxfp6rt.find_code_objects(folder, target="sm_90", recursive=True):
         found.setdefault(meta["kernel"], meta)
     missing = [k for k in ("mxfp6_pack_cols", "mxfp6_pack_dual", "norm_rope_qkv_bwd_pack",
-                           "norm_rope_qkv_bwd_pack_bf16", "norm_rope_dw_reduce") if k not in found]
+                           "norm_rope_qkv_bwd_pack_bf16", "mxfp6_scales_transpose", "norm_rope_dw_reduce")
+               if k not in found]
     assert not missing, f"no sm_90 code object of {', '.join(missing)} in {folder}"
 
     def launch(meta, values, rows, d):
@@ -324,7 +327,7 @@ def packer_tensors_through_fake_driver(lib, fake_driver, folder):
                       "q_cos": t("f32", (S, 64)), "q_sin": t("f32", (S, 64)), "k_cos": t("f32", (S, 64)),
                       "k_sin": t("f32", (S, 64)), "q_rstd": t("f32", (RB, 32, H)), "k_rstd": t("f32", (RB, 32, H)),
                       "row_data": t("u8", (RB, 32, C * 3 // 4)), "row_scales": t("u8", (RB, 32, C // 32)),
-                      "col_data": t("u8", (C, RB, 24)), "col_scales": t("u8", (C, RB)),
+                      "col_data": t("u8", (C, RB, 24)), "col_scales_t": t("u8", (RB, C)),
                       "dw_part": t("f32", (2, RB, H, Dh)), "qkv_block_stride": 32 * token,
                       "qkv_token_stride": token, "qkv_part_stride": part, "qkv_head_stride": head, "pos_div": 1,
                       "TB": RB, "H": H, "S": S, "RW": C * 3 // 4, "RS": C // 32}
@@ -334,6 +337,16 @@ def packer_tensors_through_fake_driver(lib, fake_driver, folder):
             assert [abi[n] for n in ("TB", "H", "S", "RW", "RS")] == [RB, H, S, C * 3 // 4, C // 32], (kernel, abi)
             assert [abi[n] for n in ("qkv_block_stride", "qkv_token_stride", "qkv_part_stride",
                                      "qkv_head_stride")] == list(qkv_strides[:4]), (kernel, abi)
+        # The column scales' transpose, at each of its objects whose GB divides the 3 blocks.
+        transposes = [m for _, m in mxfp6rt.find_code_objects(folder, kernel="mxfp6_scales_transpose",
+                                                             target="sm_90", recursive=True)
+                      if RB % m["config"]["GB"] == 0]
+        assert transposes, f"no mxfp6_scales_transpose object with GB dividing {RB} in {folder}"
+        for meta in transposes:
+            GB, W = meta["config"]["GB"], meta["config"]["W"]
+            src, dst = t("u8", (RB // GB, GB, C // W, W)), t("u8", (C // W, W, RB // GB, GB))
+            abi = launch(meta, {"src": src, "dst": dst, "G": RB // GB, "CB": C // W}, RB // GB * (C // W), d)
+            assert abi["src"] == src.address and abi["dst"] == dst.address and abi["G"] == RB // GB, abi
         # The dw partials' tree of reductions (problems.PartialsTree): every level is one launch of
         # norm_rope_dw_reduce over [2 * left, chunk, 128], the chunks multiply to P.
         for P in (P, 8192, 12288, 97, 1):

@@ -828,7 +828,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NormRopeBwdGpu, shapesAndLayouts(), partTestNam
 // ---------------------------------------------------------------------------------------------
 // The packer prologue (kernels_dsl/norm_rope_bwd_pack.mxk): the whole-QKV backward computed per
 // 32-token x head tile and packed into the row and column MXFP6 blobs of d(mixed_qkv) [T, C],
-// then norm_rope_dw_reduce over P = T/32 * H partials. Bounds:
+// its column scales token-major, turned into the blob's [C, T/32] by mxfp6_scales_transpose, then
+// norm_rope_dw_reduce over P = T/32 * H partials. Bounds:
 //   bf16 d(mixed_qkv) of norm_rope_qkv_bwd_pack_bf16: dq/dk as the whole-QKV backward above (1 ulp,
 //            or 0.5*ulp_bf16(ref) + 2^-20 * terms), dv bit-exact;
 //   blobs:   bit-exact against the CPU encoder's packDual of that bf16 d(mixed_qkv), for both
@@ -848,11 +849,19 @@ struct PrologueOutputs {
   }
 };
 
-/// Runs the prologue (`blobs`; with the bf16 output when `withBf16`) or, without `blobs`, the
-/// tiled backward norm_rope_qkv_bwd_tiles (bf16 output and partials), then the dw reduction.
+/// A launch after the pass: its code object and kernel.
+struct Stage {
+  const gputest::CodeObject* obj = nullptr;
+  const kir::Kernel* kernel = nullptr;
+};
+
+/// Runs the prologue (`blobs`; with the bf16 output when `withBf16`) and the transpose of its
+/// column scales (`scales`) or, without `blobs`, the tiled backward norm_rope_qkv_bwd_tiles (bf16
+/// output and partials), then the dw reduction.
 Expected<PrologueOutputs> runTilesOnGpu(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
                                         const gputest::CodeObject& reduceObj, const kir::Kernel& reduce,
-                                        const Problem& p, const BwdInputs& in, bool blobs, bool withBf16) {
+                                        const Problem& p, const BwdInputs& in, bool blobs, bool withBf16,
+                                        Stage scales = {}) {
   const Shape& s = p.shape;
   int64_t TB = s.tokens / 32, H = s.heads, C = p.tokenStride, partials = TB * H, table = s.positions * kPairs;
   gputest::DeviceArgs d;
@@ -862,6 +871,7 @@ Expected<PrologueOutputs> runTilesOnGpu(rt::Device& dev, const gputest::CodeObje
   ASSIGN_OR_RETURN(void* rowScales, d.output(dev, s.tokens * C / 32));
   ASSIGN_OR_RETURN(void* colData, d.output(dev, C * TB * 24));
   ASSIGN_OR_RETURN(void* colScales, d.output(dev, C * TB));
+  ASSIGN_OR_RETURN(void* colScalesByToken, d.output(dev, TB * C));
   ASSIGN_OR_RETURN(void* dwPart, d.output(dev, 2 * partials * kDh * 4));
   ASSIGN_OR_RETURN(void* dw, d.output(dev, 2 * kDh * 4));
   void* dqkv = nullptr;
@@ -887,7 +897,7 @@ Expected<PrologueOutputs> runTilesOnGpu(rt::Device& dev, const gputest::CodeObje
     args.push_back(tensor(rowData, kir::Dtype::U8, {TB, 32, C * 3 / 4}, s.tokens * C * 3 / 4));
     args.push_back(tensor(rowScales, kir::Dtype::U8, {TB, 32, C / 32}, s.tokens * C / 32));
     args.push_back(tensor(colData, kir::Dtype::U8, {C, TB, 24}, C * TB * 24));
-    args.push_back(tensor(colScales, kir::Dtype::U8, {C, TB}, C * TB));
+    args.push_back(tensor(colScalesByToken, kir::Dtype::U8, {TB, C}, TB * C));
     args.push_back(dwArg);
     if (withBf16) args.push_back(dqkvArg);
   } else {
@@ -896,6 +906,12 @@ Expected<PrologueOutputs> runTilesOnGpu(rt::Device& dev, const gputest::CodeObje
   }
   for (int64_t v : {32 * p.tokenStride, p.tokenStride, p.partStride, p.headStride, s.posDiv}) args.push_back(v);
   RETURN_IF_ERROR(gputest::launch(dev, obj, kernel, args, partials));
+  if (blobs) {
+    int64_t GB = scales.kernel->config.at("GB"), W = scales.kernel->config.at("W");
+    std::vector<interp::Arg> scalesArgs = {tensor(colScalesByToken, kir::Dtype::U8, {TB / GB, GB, C / W, W}, TB * C),
+                                           tensor(colScales, kir::Dtype::U8, {C / W, W, TB / GB, GB}, C * TB)};
+    RETURN_IF_ERROR(gputest::launch(dev, *scales.obj, *scales.kernel, scalesArgs, TB / GB * (C / W)));
+  }
   std::vector<interp::Arg> reduceArgs = {tensor(dwPart, kir::Dtype::F32, {2, partials, kDh}, 2 * partials * kDh),
                                          tensor(dw, kir::Dtype::F32, {2, kDh}, 2 * kDh)};
   RETURN_IF_ERROR(gputest::launch(dev, reduceObj, reduce, reduceArgs, 2));
@@ -955,13 +971,25 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
   auto withBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack_bf16");
   auto withoutBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack");
   auto reduceObjects = gputest::findCodeObjects("norm_rope_dw_reduce");
-  ASSERT_FALSE(withBf16.empty() || withoutBf16.empty() || reduceObjects.empty())
+  auto scalesObjects = gputest::findCodeObjects("mxfp6_scales_transpose");
+  ASSERT_FALSE(withBf16.empty() || withoutBf16.empty() || reduceObjects.empty() || scalesObjects.empty())
       << "missing code objects in " << gputest::gpuKernelsDir();
   std::string error;
   auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObjects.front().metadata.config, error);
   ASSERT_TRUE(reduce) << error;
 
   auto [shape, layout] = GetParam();
+  // The column scales' transpose with the most token blocks per program that divides T/32 (the
+  // objects hold 32 and 1), as the benchmark chooses.
+  const gputest::CodeObject* scalesObj = nullptr;
+  for (const gputest::CodeObject& obj : scalesObjects) {
+    int64_t GB = obj.metadata.config.at("GB");
+    if (shape.tokens / 32 % GB == 0 && (!scalesObj || GB > scalesObj->metadata.config.at("GB"))) scalesObj = &obj;
+  }
+  ASSERT_NE(scalesObj, nullptr) << "no mxfp6_scales_transpose object whose GB divides T/32 = " << shape.tokens / 32;
+  auto scales = gputest::instantiateDsl("kernels_dsl/mxfp6_pack.mxk", "mxfp6_scales_transpose",
+                                        scalesObj->metadata.config, error);
+  ASSERT_TRUE(scales) << error;
   Problem p = makeProblem(shape, layout, 99 + shape.tokens + int(layout));
   BwdInputs in = makeBwdInputs(p, 111 + shape.tokens);
   int64_t rows = shape.tokens * shape.heads, C = p.tokenStride, partials = rows / 32;
@@ -979,9 +1007,10 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
       SCOPED_TRACE(obj.path);
       auto kernel = gputest::instantiateDsl(kPrologueDsl, name, obj.metadata.config, error);
       ASSERT_TRUE(kernel) << error;
-      auto first = runTilesOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out);
+      Stage scalesStage{scalesObj, &*scales};
+      auto first = runTilesOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
       ASSERT_TRUE(first.isOk()) << first.status().message();
-      auto second = runTilesOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out);
+      auto second = runTilesOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
       ASSERT_TRUE(second.isOk()) << second.status().message();
       auto format = mx::ElementFormat(kernel->config.at("FMT"));
       auto mode = mx::ScaleMode(kernel->config.at("MODE"));
@@ -1006,10 +1035,11 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
       }
       DwCheck dw = checkDw(first->dw, ref.dw64, ref.dwMag, accumulation);
       bool identical = *first == *second;
-      std::printf("RESULT %s+dw_reduce %-8s %-40s T=%-6lld H=%lld P=%lld %s/%s blob_bytes_differing=%lld "
+      std::printf("RESULT %s+scales_transpose(GB=%lld)+dw_reduce %-8s %-40s T=%-6lld H=%lld P=%lld %s/%s blob_bytes_differing=%lld "
                   "(vs %s) | dq/dk: %s | dv_mismatch_rows=%lld | dw: max %.2f of bound, beyond=%lld | "
                   "deterministic=%s\n",
-                  name, layoutName(layout), gputest::configTag(obj.metadata).c_str(), (long long)shape.tokens, (long long)shape.heads,
+                  name, (long long)scales->config.at("GB"), layoutName(layout), gputest::configTag(obj.metadata).c_str(),
+                  (long long)shape.tokens, (long long)shape.heads,
                   (long long)partials, mx::elementFormatName(format), mx::scaleModeName(mode), (long long)blobBytes,
                   bf16Out ? "packDual of its bf16 output" : "the _bf16 kernel's blobs",
                   bf16Out ? grad.dqk.summary().c_str() : "-", (long long)grad.dvMismatchRows, dw.maxFraction,

@@ -162,6 +162,30 @@ kernel tiles(x: f32[B4, 6], t: out f32[B, 3, 8], rows: out f32[B, 3, 4, 2], d: o
 }
 )";
 
+// mxfp6_scales_transpose: dst[c, tb] = src[tb, c] for every token block tb and column c, at each
+// number of blocks per program that divides TB.
+TEST(DslPackers, ScalesTransposeTurnsTokenMajorScalesColumnMajor) {
+  constexpr int64_t TB = 64, C = 384;
+  std::vector<uint8_t> src(TB * C);
+  std::mt19937 rng(5);
+  for (uint8_t& b : src) b = uint8_t(rng());
+  for (int64_t gb : {1, 4, 32}) {
+    SCOPED_TRACE("GB=" + std::to_string(gb));
+    int64_t w = 128;
+    auto k = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_scales_transpose",
+                                   {{"GB", gb}, {"W", w}, {"THREADS", 32}, {"VEC", 4}});
+    ASSERT_TRUE(k);
+    std::vector<uint8_t> dst(C * TB, 0xA5);
+    std::vector<Arg> args = {view(src, Dtype::U8, {TB / gb, gb, C / w, w}), view(dst, Dtype::U8, {C / w, w, TB / gb, gb})};
+    Status st = run(*k, args);
+    ASSERT_TRUE(st.isOk()) << st.message();
+    int64_t wrong = 0;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t tb = 0; tb < TB; ++tb) wrong += dst[c * TB + tb] != src[tb * C + c];
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
 TEST(TileAccesses, SlicesRangesStridesAndTransposeFollowTheirIndexFormulas) {
   auto k = instantiateSource(kTiles, "tiles");
   ASSERT_TRUE(k);

@@ -103,7 +103,7 @@ Reference runReference(const Problem& p) {
 }
 
 struct PrologueOut {
-  std::vector<uint8_t> rowData, rowScales, colData, colScales;
+  std::vector<uint8_t> rowData, rowScales, colData, colScalesByToken;  // the column scales [TB, C]
   std::vector<double> dw;
   std::vector<uint16_t> dqkv;
 };
@@ -121,7 +121,7 @@ PrologueOut runTiles(const Problem& p, bool blobs, bool withBf16, int64_t fmt = 
   out.rowData.assign(p.T * C * 3 / 4, 0xA5);
   out.rowScales.assign(p.T * C / 32, 0xA5);
   out.colData.assign(C * TB * 24, 0xA5);
-  out.colScales.assign(C * TB, 0xA5);
+  out.colScalesByToken.assign(TB * C, 0xA5);
   out.dqkv.assign(p.qkv.size(), 0xFFFF);
   std::vector<float> dwPart(2 * TB * p.H * kDh);
   std::vector<double> dwPart64(dwPart.size());
@@ -138,7 +138,7 @@ PrologueOut runTiles(const Problem& p, bool blobs, bool withBf16, int64_t fmt = 
   TensorArg dqkv{out.dqkv.data(), Dtype::BF16, {TB, 32, 3, p.H, kDh}, int64_t(out.dqkv.size())};
   if (blobs) {
     for (Arg a : {view(out.rowData, Dtype::U8, {TB, 32, C * 3 / 4}), view(out.rowScales, Dtype::U8, {TB, 32, C / 32}),
-                  view(out.colData, Dtype::U8, {C, TB, 24}), view(out.colScales, Dtype::U8, {C, TB})})
+                  view(out.colData, Dtype::U8, {C, TB, 24}), view(out.colScalesByToken, Dtype::U8, {TB, C})})
       args.push_back(a);
     args.push_back(view(dwPart, Dtype::F32, {2, TB, p.H, kDh}));
     if (withBf16) args.push_back(dqkv);
@@ -176,7 +176,21 @@ TEST_P(DslPrologue, EqualsTheBackwardThenTheDualPacker) {
       EXPECT_EQ(out.rowData, blobs->rows.data);
       EXPECT_EQ(out.rowScales, blobs->rows.scales);
       EXPECT_EQ(out.colData, blobs->columns.data);
-      EXPECT_EQ(out.colScales, blobs->columns.scales);
+      // The token-major column scales: byte (tb, c) is the blob's scale (c, tb); and
+      // mxfp6_scales_transpose turns them into the blob's.
+      int64_t TB = p.T / 32, wrong = 0;
+      for (int64_t tb = 0; tb < TB; ++tb)
+        for (int64_t c = 0; c < C; ++c) wrong += out.colScalesByToken[tb * C + c] != blobs->columns.scales[c * TB + tb];
+      EXPECT_EQ(wrong, 0);
+      auto transpose = instantiateKernelsDsl("mxfp6_pack.mxk", "mxfp6_scales_transpose",
+                                            {{"GB", 1}, {"W", 128}, {"THREADS", 32}, {"VEC", 4}});
+      ASSERT_TRUE(transpose);
+      std::vector<uint8_t> colScales(C * TB, 0xA5);
+      std::vector<Arg> transposeArgs = {view(out.colScalesByToken, Dtype::U8, {TB, 1, C / 128, 128}),
+                                        view(colScales, Dtype::U8, {C / 128, 128, TB, 1})};
+      Status st = run(*transpose, transposeArgs);
+      ASSERT_TRUE(st.isOk()) << st.message();
+      EXPECT_EQ(colScales, blobs->columns.scales);
       if (withBf16) EXPECT_EQ(out.dqkv, ref.dqkv);
       for (size_t i = 0; i < ref.dw.size(); ++i)
         EXPECT_NEAR(out.dw[i], ref.dw[i], 1e-12 * (1 + std::fabs(ref.dw[i]))) << "dw element " << i;
