@@ -907,6 +907,7 @@ Expected<PrologueOutputs> runTilesOnGpu(rt::Device& dev, const gputest::CodeObje
   for (int64_t v : {32 * p.tokenStride, p.tokenStride, p.partStride, p.headStride, s.posDiv}) args.push_back(v);
   RETURN_IF_ERROR(gputest::launch(dev, obj, kernel, args, partials));
   if (blobs) {
+    if (!scales.obj || !scales.kernel) return Status::error("the prologue's column scales need their transpose");
     int64_t GB = scales.kernel->config.at("GB"), W = scales.kernel->config.at("W");
     std::vector<interp::Arg> scalesArgs = {tensor(colScalesByToken, kir::Dtype::U8, {TB / GB, GB, C / W, W}, TB * C),
                                            tensor(colScales, kir::Dtype::U8, {C / W, W, TB / GB, GB}, C * TB)};
