@@ -362,8 +362,11 @@ def find_code_objects(folder, kernel=None, target=None, recursive=False):
 
 def config_tag(metadata):
     """"ROWS=8,THREADS=16,VEC=8": the tunables (specializations such as D left out; W: a packer tile width;
-    GB: blocks of rows per program of the scales' transpose; P: programs per sample of a sample-walking kernel; MINPROGS only where it asks for something)."""
+    GB: blocks of rows per program of the scales' transpose; P: programs per sample of a sample-walking kernel; MINPROGS and
+    INTERLEAVE only where they ask for something)."""
     config = metadata.get("config", {})
-    keys = [k for k in ("W", "HB", "GB", "P", "ROWS", "THREADS", "VEC", "PREFETCH", "STAGE", "SERIAL", "ASYNC", "MINPROGS", "PREDICATE")
-            if k in config and not (k == "MINPROGS" and config[k] == 0)] or sorted(config)
+    idle = {"MINPROGS": 0, "INTERLEAVE": 1}
+    keys = [k for k in ("W", "HB", "GB", "P", "ROWS", "THREADS", "VEC", "PREFETCH", "STAGE", "SERIAL", "ASYNC", "MINPROGS",
+                        "INTERLEAVE", "PREDICATE")
+            if k in config and config[k] != idle.get(k)] or sorted(config)
     return ",".join(f"{k}={config[k]}" for k in keys)

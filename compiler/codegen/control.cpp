@@ -108,7 +108,7 @@ LogicalResult KernelEmitter::emitForBegin(const kir::Op& op, int id) {
   if (carried.empty()) b_.setInsertionPoint(loop.getBody()->getTerminator());
   else b_.setInsertionPointToEnd(loop.getBody());
   // Stores of this row group are masked by its own rows' range.
-  if (id == serialLoop_) row_ = serialRow(iv, &rowValid_);
+  if (id == serialLoop_) bindRows(iv);
   if (plan.loads.empty()) return success();
   plan.next = emitPrefetch(plan, arith::AddIOp::create(b_, iv, step));
   if (staged) {

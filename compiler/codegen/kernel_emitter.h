@@ -64,6 +64,11 @@ class KernelEmitter {
     serialLoop_ = loop;
     serial_ = steps;
   }
+  /// The kernel is interleaveRows' rewrite: op i computes row slot `slots[i]` of `count` (-1: all).
+  void setInterleavedRows(std::vector<int> slots, int64_t count) {
+    rowSlot_ = std::move(slots);
+    interleave_ = count;
+  }
 
  private:
   Location loc(const kir::SourceLoc& l) {
@@ -105,8 +110,12 @@ class KernelEmitter {
   /// dependent launch); no effect on AMD.
   bool overlapsPreviousGrid() const;
   void emitPrologue(gpu::GPUFuncOp func);
-  /// The row of row group `trip` (SERIAL), clamped to the last row.
-  Value serialRow(Value trip, Value* valid);
+  /// The row of slot `slot` (INTERLEAVE) of row group `trip` (SERIAL; null: the program's only
+  /// group), clamped to the last row; `valid` (if given) says whether it is in range.
+  Value groupRow(Value trip, int64_t slot, Value* valid);
+  /// Binds every slot's row and range check (slotRows_, slotValid_; slot 0's to row_ and
+  /// rowValid_) for row group `trip` (as groupRow).
+  void bindRows(Value trip);
   /// `row`, or the last row past the end; `valid` (if given) says which.
   Value clampRow(Value row, Value* valid);
   /// The order ops are emitted in: KIR order with loads hoisted and independent reductions
@@ -337,6 +346,9 @@ class KernelEmitter {
   int64_t rows_ = 1, threads_ = 1, vec_ = 1, warp_ = 32, warpsPerRow_ = 1, chunks_ = 1;
   int serialLoop_ = -1;  // ForBegin over the row groups (serial_rows.h), or -1
   int64_t serial_ = 1;   // row groups per program
+  int64_t interleave_ = 1;     // rows per thread, side by side (interleaved_rows.h)
+  std::vector<int> rowSlot_;   // per op: its row slot under INTERLEAVE, or -1; empty without
+  SmallVector<Value> slotRows_, slotValid_;  // each slot's clamped row and its range check
   bool needsShared_ = false;
   // Reductions across warps write their per-warp partials to a ring of slots in shared memory,
   // then wait at one barrier per batch; a batch of up to kMaxBatchedReductions, a ring twice as

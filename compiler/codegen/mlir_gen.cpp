@@ -35,6 +35,7 @@
 // families in their own files (reductions, row_ops, tile_ops, mx_ops, control, pipeline).
 
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/interleaved_rows.h"
 #include "compiler/codegen/serial_rows.h"
 
 #include <algorithm>
@@ -235,15 +236,33 @@ void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
   lane_ = arith::RemUIOp::create(b_, tid, constI64(threads_));
   warpInRow_ = arith::DivUIOp::create(b_, lane_, constI64(warp_));
   laneInWarp_ = arith::RemUIOp::create(b_, lane_, constI64(warp_));
-  firstRow_ = arith::AddIOp::create(b_, arith::MulIOp::create(b_, bid, constI64(rows_ * serial_)), rowInBlock_);
+  firstRow_ = arith::AddIOp::create(b_, arith::MulIOp::create(b_, bid, constI64(rows_ * serial_ * interleave_)),
+                                    rowInBlock_);
   numRows_ = constI64(1);
   for (size_t v = 0; v < k_.rowDims.size(); ++v) numRows_ = arith::MulIOp::create(b_, numRows_, rowExtent(v));
-  row_ = clampRow(firstRow_, &rowValid_);
+  bindRows(Value());
   if (needsShared_) sharedBuf_ = func.getWorkgroupAttributions().front();
 }
 
-Value KernelEmitter::serialRow(Value trip, Value* valid) {
-  return clampRow(arith::AddIOp::create(b_, firstRow_, arith::MulIOp::create(b_, trip, constI64(rows_))), valid);
+Value KernelEmitter::groupRow(Value trip, int64_t slot, Value* valid) {
+  // Row group `trip` spans ROWS * INTERLEAVE rows; slot s of a thread is its row in the group's
+  // s-th block of ROWS rows.
+  Value row = firstRow_;
+  if (trip) row = arith::AddIOp::create(b_, row, arith::MulIOp::create(b_, trip, constI64(rows_ * interleave_)));
+  if (slot > 0) row = arith::AddIOp::create(b_, row, constI64(slot * rows_));
+  return clampRow(row, valid);
+}
+
+void KernelEmitter::bindRows(Value trip) {
+  slotRows_.clear();
+  slotValid_.clear();
+  for (int64_t s = 0; s < interleave_; ++s) {
+    Value valid;
+    slotRows_.push_back(groupRow(trip, s, &valid));
+    slotValid_.push_back(valid);
+  }
+  row_ = slotRows_[0];
+  rowValid_ = slotValid_[0];
 }
 
 Value KernelEmitter::clampRow(Value row, Value* valid) {
@@ -292,8 +311,10 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
     case OpCode::ScalarArg: out.scalar = paramArgs_[op.param]; return success();
     case OpCode::DimArg: out.scalar = runtimeDimArgs_[op.ival]; return success();
     case OpCode::RowIndex: {
-      // Under SERIAL the operand is the row group's trip (serial_rows.h).
-      Value r = op.operands.empty() ? row_ : serialRow(toI64(values_[op.operands[0]].scalar), nullptr);
+      // Under SERIAL the operand is the row group's trip (serial_rows.h); under INTERLEAVE the
+      // op's slot says which of the thread's rows it is (interleaved_rows.h).
+      int64_t slot = rowSlot_.empty() ? 0 : std::max(rowSlot_[id], 0);
+      Value r = op.operands.empty() ? row_ : groupRow(toI64(values_[op.operands[0]].scalar), slot, nullptr);
       out.scalar = k_.rowVars.size() == 1 ? r : rowDigit(r, int(op.ival));
       return success();
     }
@@ -423,8 +444,8 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   // Static shared memory: 48 KB is what every target grants a program without opting in.
   if (sharedBytes > kMaxStaticSharedBytes) {
     emitError(kernelLoc) << "kernel '" << k_.name << "' needs " << sharedBytes
-                         << " bytes of shared memory (reductions, transpose, store staging and asynchronous copy buffers of " << rows_
-                         << " rows per program), more than the " << kMaxStaticSharedBytes
+                         << " bytes of shared memory (reductions, transpose, store staging and asynchronous copy buffers of " << rows_ * interleave_
+                         << " rows per row group), more than the " << kMaxStaticSharedBytes
                          << " a program may use; lower ROWS or the transposed tile";
     return nullptr;
   }
@@ -480,6 +501,11 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   for (int i : emissionOrder()) {
     if (prefetched_.count(i)) continue;  // a pipelined loop carries its value
     if (needsPendingReductions(k_.ops[i])) flushReductions();
+    if (!rowSlot_.empty() && rowSlot_[i] >= 0) {
+      // The row index and the stores' range check of this op's row.
+      row_ = slotRows_[rowSlot_[i]];
+      rowValid_ = slotValid_[rowSlot_[i]];
+    }
     if (failed(emitOp(k_.ops[i], i))) return nullptr;
   }
   for (const kir::Op& op : k_.ops) {
@@ -493,7 +519,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
 
   if (failed(verify(*module))) return nullptr;
   shape.blockThreads = blockThreads;
-  shape.rowsPerProgram = int(rows_ * serial_);
+  shape.rowsPerProgram = int(rows_ * serial_ * interleave_);
   shape.sharedBytes = int(sharedBytes);
   shape.pointerAlignment = int(pointerAlignment);
   shape.strideMultiples = strideMultiples_;
@@ -517,13 +543,41 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
         << "kernel '" << kernel.name << "': SERIAL = " << steps << " must be positive";
     return nullptr;
   }
-  if (steps == 1) {
-    detail::KernelEmitter emitter(context, kernel, target);
-    return emitter.run(shape);
+  int64_t interleave = interleavedRowCount(kernel);
+  if (interleave < 1) {
+    emitError(FileLineColLoc::get(&context, kernel.sourceFile, 1, 1))
+        << "kernel '" << kernel.name << "': INTERLEAVE = " << interleave << " must be positive";
+    return nullptr;
   }
-  SerialRows serial = serializeRows(kernel, steps);
-  detail::KernelEmitter emitter(context, serial.kernel, target);
-  emitter.setSerialRows(serial.loop, steps);
+  // The rewrites only code generation sees: a thread's rows side by side, then the row groups
+  // in sequence (the loop's body is then the interleaved body).
+  kir::Kernel rewritten = kernel;
+  std::vector<int> slots;
+  if (interleave > 1) {
+    if (InterleaveRefusal refusal = interleaveRefusal(kernel); !refusal.reason.empty()) {
+      kir::SourceLoc at = refusal.op >= 0 ? kernel.ops[refusal.op].loc : kir::SourceLoc{kernel.sourceFile, 1, 1};
+      emitError(FileLineColLoc::get(&context, at.file.empty() ? kernel.sourceFile : at.file, at.line, at.col))
+          << "kernel '" << kernel.name << "': " << refusal.reason;
+      return nullptr;
+    }
+    InterleavedRows rows = interleaveRows(kernel, interleave);
+    rewritten = std::move(rows.kernel);
+    slots = std::move(rows.slot);
+  }
+  int serialLoop = -1;
+  if (steps > 1) {
+    SerialRows serial = serializeRows(rewritten, steps);
+    if (!slots.empty()) {
+      std::vector<int> moved(serial.kernel.ops.size(), -1);  // the loop and its bounds are shared
+      for (size_t i = 0; i < slots.size(); ++i) moved[serial.newId[i]] = slots[i];
+      slots = std::move(moved);
+    }
+    rewritten = std::move(serial.kernel);
+    serialLoop = serial.loop;
+  }
+  detail::KernelEmitter emitter(context, rewritten, target);
+  if (serialLoop >= 0) emitter.setSerialRows(serialLoop, steps);
+  if (interleave > 1) emitter.setInterleavedRows(std::move(slots), interleave);
   return emitter.run(shape);
 }
 

@@ -62,7 +62,8 @@ SerialRows serializeRows(const kir::Kernel& kernel, int64_t steps) {
   rewritten.push_back(constant(0, loc));
   rewritten.push_back(constant(steps, loc));
   rewritten.push_back(constant(1, loc));
-  std::vector<int> newId(n, -1);
+  std::vector<int>& newId = out.newId;
+  newId.assign(n, -1);
   auto place = [&](int i) {
     newId[i] = int(rewritten.size());
     rewritten.push_back(ops[i]);

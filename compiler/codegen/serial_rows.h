@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "compiler/frontend/kir.h"
 
@@ -30,6 +31,7 @@ int64_t serialSteps(const kir::Kernel& kernel);
 struct SerialRows {
   kir::Kernel kernel;  // the rewritten kernel
   int loop = -1;       // the id of its ForBegin over the row groups
+  std::vector<int> newId;  // per op of the input: its id in the rewrite
 };
 
 /// The rewrite above, for SERIAL = `steps` >= 2.
