@@ -15,23 +15,8 @@ namespace mxfp6 {
 namespace {
 
 using kir::OpCode;
-
-kir::Kernel kernelAt(const std::string& file, const std::string& name, const std::map<std::string, int64_t>& config) {
-  std::optional<frontend::Module> m = testing::parseKernelFile(file);
-  EXPECT_TRUE(m);
-  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, name, config);
-  EXPECT_TRUE(k);
-  return *k;
-}
-
-kir::Kernel inlineKernel(const std::string& source, const std::string& name) {
-  frontend::DiagnosticEngine diags;
-  std::optional<frontend::Module> m = frontend::parseSource("inline.mxk", source, diags);
-  EXPECT_TRUE(m) << diags.render();
-  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, name, {});
-  EXPECT_TRUE(k);
-  return *k;
-}
+using testing::inlineKernel;
+using testing::kernelAt;
 
 codegen::TargetInfo target(const char* name) { return *codegen::findTarget(name); }
 

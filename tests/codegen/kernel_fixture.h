@@ -31,6 +31,26 @@ inline std::optional<kir::Kernel> instantiateOrFail(const frontend::Module& m, c
   return k;
 }
 
+/// Kernel `name` of kernels_dsl/`file` at `config`.
+inline kir::Kernel kernelAt(const std::string& file, const std::string& name,
+                            const std::map<std::string, int64_t>& config) {
+  std::optional<frontend::Module> m = parseKernelFile(file);
+  EXPECT_TRUE(m);
+  std::optional<kir::Kernel> k = m ? instantiateOrFail(*m, name, config) : std::nullopt;
+  EXPECT_TRUE(k);
+  return k ? *k : kir::Kernel{};
+}
+
+/// Kernel `name` of DSL `source` (diagnosed as inline.mxk) at its default configuration.
+inline kir::Kernel inlineKernel(const std::string& source, const std::string& name) {
+  frontend::DiagnosticEngine diags;
+  std::optional<frontend::Module> m = frontend::parseSource("inline.mxk", source, diags);
+  EXPECT_TRUE(m) << diags.render();
+  std::optional<kir::Kernel> k = m ? instantiateOrFail(*m, name, {}) : std::nullopt;
+  EXPECT_TRUE(k);
+  return k ? *k : kir::Kernel{};
+}
+
 /// Every .mxk file of kernels_dsl/ and of the test fixtures, sorted.
 inline std::vector<std::string> kernelFiles() {
   std::vector<std::string> files;

@@ -16,14 +16,8 @@ namespace mxfp6 {
 namespace {
 
 using kir::OpCode;
-
-kir::Kernel kernelAt(const std::string& file, const std::string& name, const std::map<std::string, int64_t>& config) {
-  std::optional<frontend::Module> m = testing::parseKernelFile(file);
-  EXPECT_TRUE(m);
-  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, name, config);
-  EXPECT_TRUE(k);
-  return *k;
-}
+using testing::inlineKernel;
+using testing::kernelAt;
 
 std::multiset<OpCode> opcodes(const kir::Kernel& k) {
   std::multiset<OpCode> codes;
@@ -131,15 +125,6 @@ TEST(SerialRows, AsynchronousCopiesAreRefusedWithoutThem) {
   kir::Kernel plain = kernelAt("ln_modulate.mxk", "ln_modulate_fwd", {{"SERIAL", 4}});
   Expected<codegen::CompiledKernel> c = codegen::compileKernel(plain, target("gfx942"), codegen::Emit::Hsaco);
   EXPECT_TRUE(c.isOk()) << c.status().message();
-}
-
-kir::Kernel inlineKernel(const std::string& source, const std::string& name) {
-  frontend::DiagnosticEngine diags;
-  std::optional<frontend::Module> m = frontend::parseSource("inline.mxk", source, diags);
-  EXPECT_TRUE(m) << diags.render();
-  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, name, {});
-  EXPECT_TRUE(k);
-  return *k;
 }
 
 std::string compiled(const kir::Kernel& k, codegen::Emit emit) {
