@@ -4,10 +4,7 @@ namespace mxfp6::codegen {
 
 using kir::OpCode;
 
-int64_t interleavedRowCount(const kir::Kernel& kernel) {
-  auto it = kernel.config.find("INTERLEAVE");
-  return it == kernel.config.end() ? 1 : it->second;
-}
+int64_t interleavedRowCount(const kir::Kernel& kernel) { return kernel.configValue("INTERLEAVE", 1); }
 
 InterleaveRefusal interleaveRefusal(const kir::Kernel& kernel) {
   for (size_t i = 0; i < kernel.ops.size(); ++i) {

@@ -102,10 +102,7 @@ class KernelEmitter {
   Value broadcast(Value scalar, Type vectorType) { return vector::BroadcastOp::create(b_, vectorType, scalar); }
 
   /// The value of tunable `name` in this configuration; `absent` where the kernel does not declare it.
-  int64_t tunable(const char* name, int64_t absent = 0) const {
-    auto it = k_.config.find(name);
-    return it == k_.config.end() ? absent : it->second;
-  }
+  int64_t tunable(const char* name, int64_t absent = 0) const { return k_.configValue(name, absent); }
   /// OVERLAP = 1 on NVIDIA: the kernel waits for the previous grid at its entry (programmatic
   /// dependent launch); no effect on AMD.
   bool overlapsPreviousGrid() const;

@@ -551,8 +551,9 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
   }
   // The rewrites only code generation sees: a thread's rows side by side, then the row groups
   // in sequence (the loop's body is then the interleaved body).
-  kir::Kernel rewritten = kernel;
-  std::vector<int> slots;
+  InterleavedRows rows;
+  SerialRows serial;
+  const kir::Kernel* rewritten = &kernel;
   if (interleave > 1) {
     if (InterleaveRefusal refusal = interleaveRefusal(kernel); !refusal.reason.empty()) {
       kir::SourceLoc at = refusal.op >= 0 ? kernel.ops[refusal.op].loc : kir::SourceLoc{kernel.sourceFile, 1, 1};
@@ -560,24 +561,21 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
           << "kernel '" << kernel.name << "': " << refusal.reason;
       return nullptr;
     }
-    InterleavedRows rows = interleaveRows(kernel, interleave);
-    rewritten = std::move(rows.kernel);
-    slots = std::move(rows.slot);
+    rows = interleaveRows(kernel, interleave);
+    rewritten = &rows.kernel;
   }
-  int serialLoop = -1;
   if (steps > 1) {
-    SerialRows serial = serializeRows(rewritten, steps);
-    if (!slots.empty()) {
+    serial = serializeRows(*rewritten, steps);
+    if (!rows.slot.empty()) {
       std::vector<int> moved(serial.kernel.ops.size(), -1);  // the loop and its bounds are shared
-      for (size_t i = 0; i < slots.size(); ++i) moved[serial.newId[i]] = slots[i];
-      slots = std::move(moved);
+      for (size_t i = 0; i < rows.slot.size(); ++i) moved[serial.newId[i]] = rows.slot[i];
+      rows.slot = std::move(moved);
     }
-    rewritten = std::move(serial.kernel);
-    serialLoop = serial.loop;
+    rewritten = &serial.kernel;
   }
-  detail::KernelEmitter emitter(context, rewritten, target);
-  if (serialLoop >= 0) emitter.setSerialRows(serialLoop, steps);
-  if (interleave > 1) emitter.setInterleavedRows(std::move(slots), interleave);
+  detail::KernelEmitter emitter(context, *rewritten, target);
+  if (steps > 1) emitter.setSerialRows(serial.loop, steps);
+  if (interleave > 1) emitter.setInterleavedRows(std::move(rows.slot), interleave);
   return emitter.run(shape);
 }
 

@@ -32,10 +32,7 @@ kir::Op constant(int64_t v, const kir::SourceLoc& loc) {
 
 }  // namespace
 
-int64_t serialSteps(const kir::Kernel& kernel) {
-  auto it = kernel.config.find("SERIAL");
-  return it == kernel.config.end() ? 1 : it->second;
-}
+int64_t serialSteps(const kir::Kernel& kernel) { return kernel.configValue("SERIAL", 1); }
 
 SerialRows serializeRows(const kir::Kernel& kernel, int64_t steps) {
   const std::vector<kir::Op>& ops = kernel.ops;

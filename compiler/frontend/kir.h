@@ -174,6 +174,11 @@ struct Kernel {
   std::vector<Op> ops;                       // executed in order, once per row
 
   std::vector<AbiArg> abi() const;
+  /// The bound value of `name` (a tunable or specialized size); `absent` where the kernel has none.
+  int64_t configValue(const std::string& name, int64_t absent) const {
+    auto it = config.find(name);
+    return it == config.end() ? absent : it->second;
+  }
 };
 
 }  // namespace mxfp6::kir
