@@ -82,18 +82,21 @@ def norm_rope_qkv_fwd_torch(qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin,
     return q, k, v, q_rstd, k_rstd
 
 
-def ln_modulate_bwd_torch(g, x, scale, mean, rstd, tokens_per_sample):
-    """Per-sample LN-modulate backward of [B, S, D] tokens, the formulas of DESIGN.md 6.2 (no
-    autograd): xh = (x - mean)*rstd, gh = g*(1 + scale[b]);
+def ln_modulate_bwd_torch(g, x, scale, mean, rstd, tokens_per_sample, sequence_major=False):
+    """Per-sample LN-modulate backward of [B, S, D] tokens ([S, B, D] if sequence_major), the
+    formulas of DESIGN.md 6.2 (no autograd): xh = (x - mean)*rstd, gh = g*(1 + scale[b]);
     dx = rstd*(gh - mean(gh) - xh*mean(gh*xh)); dscale[b] = sum_s g*xh; dshift[b] = sum_s g.
-    Returns dx [T, D], dscale [B, D], dshift [B, D] (bf16)."""
+    Returns dx [T, D], dscale [B, D], dshift [B, D] (bf16). Per-token modulation is one token
+    per sample (S = 1, B = T)."""
     T, D = g.shape
     B, S = scale.shape[0], tokens_per_sample
-    gf = g.float().view(B, S, D)
-    xh = ((x.float() - mean[:, None]) * rstd[:, None]).view(B, S, D)
-    gh = gf * (1 + scale.float()[:, None])
-    dx = rstd.view(B, S, 1) * (gh - gh.mean(-1, keepdim=True) - xh * (gh * xh).mean(-1, keepdim=True))
-    return dx.to(BF16).view(T, D), (gf * xh).sum(1).to(BF16), gf.sum(1).to(BF16)
+    view, sample_axis, gain = ((S, B, D), 0, scale.float()[None]) if sequence_major else \
+        ((B, S, D), 1, scale.float()[:, None])
+    gf = g.float().view(view)
+    xh = ((x.float() - mean[:, None]) * rstd[:, None]).view(view)
+    gh = gf * (1 + gain)
+    dx = rstd.view(*view[:2], 1) * (gh - gh.mean(-1, keepdim=True) - xh * (gh * xh).mean(-1, keepdim=True))
+    return dx.to(BF16).view(T, D), (gf * xh).sum(sample_axis).to(BF16), gf.sum(sample_axis).to(BF16)
 
 
 def _norm_rope_bwd_rows(g, x, weight, cos, sin, rstd, pos_div):
@@ -428,9 +431,14 @@ class Problem:
         return self.stage_kernels or (self.kernel,)
 
 
+# Token layouts of LN-modulate (DESIGN.md section 6.2): batch-major [B, S, D], the sample of token
+# t is t / S; sequence-major [S, B, D], it is t % B. The name suffix, the label's and the shape's.
+TOKEN_LAYOUTS = {"bsd": ("", "", "[B, S, D]"), "sbd": (":sequence-major", " [S, B, D]", "[S, B, D]")}
+
+
 class LnModulate(Problem):
-    """LN-modulate forward, per-sample modulation, tokens [B, S, D] batch-major (sample_div = S): ours is
-    ln_modulate_fwd or ln_modulate_fwd_samples, whichever plan is faster."""
+    """LN-modulate forward, per-sample modulation, tokens [B, S, D] (sample_div = S) or [S, B, D]
+    (sample_div = 1): ours is ln_modulate_fwd or ln_modulate_fwd_samples, whichever plan is faster."""
     kernel = "ln_modulate_fwd"
     samples_kernel = "ln_modulate_fwd_samples"
     family = "LN-modulate fwd"
@@ -439,13 +447,16 @@ class LnModulate(Problem):
     # Minimal bytes: x read once, scale and shift read once each (B rows), y, mean, rstd written once.
     BYTES = "2*T*D (x) + 2*2*B*D (scale, shift) + 2*T*D (y) + 2*4*T (mean, rstd)"
 
-    def __init__(self, tokens, tokens_per_sample=512):
+    def __init__(self, tokens, tokens_per_sample=512, layout="bsd"):
         assert tokens % tokens_per_sample == 0, "whole samples"
         self.T, self.S, self.B = tokens, tokens_per_sample, tokens // tokens_per_sample
+        self.layout = layout
+        self.sample_div = tokens_per_sample if layout == "bsd" else 1
         self.tokens, self.rows = tokens, tokens
-        self.label = f"T={tokens}"
-        self.name = f"{self.kernel}:{self.label}"
-        self.shape = {"T": tokens, "B": self.B, "S": tokens_per_sample, "D": self.D}
+        suffix, label, shape = TOKEN_LAYOUTS[layout]
+        self.label = f"T={tokens}{label}"
+        self.name = f"{self.kernel}:T={tokens}{suffix}"
+        self.shape = {"T": tokens, "B": self.B, "S": tokens_per_sample, "D": self.D, "layout": shape}
 
     def min_bytes(self):
         T, B, D = self.T, self.B, self.D
@@ -459,7 +470,7 @@ class LnModulate(Problem):
         x = center + (0.5 + 1.5 * u(T, 1)) * torch.randn(T, D, generator=g, device=device)
         scale = 0.5 * torch.randn(B, D, generator=g, device=device)
         shift = 0.5 * torch.randn(B, D, generator=g, device=device)
-        self.args = (x.to(BF16), scale.to(BF16), shift.to(BF16), self.S, EPS)  # sample_div = S
+        self.args = (x.to(BF16), scale.to(BF16), shift.to(BF16), self.sample_div, EPS)
 
     def alloc_outputs(self):
         x = self.args[0]
@@ -475,8 +486,11 @@ class LnModulate(Problem):
     def plans(self, objects):
         """ln_modulate_fwd's plans (a program per ROWS tokens), then ln_modulate_fwd_samples' (one per
         sample and j < P, walking the sample's tokens j, j + P, ...), labelled `samples ...`."""
+        strides = (self.S, 1) if self.layout == "bsd" else (1, self.B)
+
         def sample_values(outs, scratch):  # the same tensors; where a sample's tokens are instead of sample_div
-            return {**self.abi_values(outs), "tokens_per_sample": self.S, "sample_stride": self.S, "token_stride": 1}
+            return {**self.abi_values(outs), "tokens_per_sample": self.S, "sample_stride": strides[0],
+                    "token_stride": strides[1]}
         return super().plans(objects) + [
             Plan("samples " + mxfp6rt.config_tag(meta), [Stage(path, meta, self.B * meta["config"]["P"], sample_values)],
                  self.check)
@@ -506,14 +520,40 @@ class LnModulate(Problem):
         self.args = None
 
 
+class LnModulatePerToken(LnModulate):
+    """LN-modulate forward, per-token modulation: scale and shift [T, D], a row per token. The
+    baselines take it as per-sample modulation with one token per sample (sample_div = 1, B = T)."""
+    kernel = "ln_modulate_fwd_per_token"
+    family = "LN-modulate fwd, per-token"
+    BYTES = "2*T*D (x) + 2*2*T*D (scale, shift) + 2*T*D (y) + 2*4*T (mean, rstd)"
+
+    def __init__(self, tokens):
+        super().__init__(tokens, tokens_per_sample=1)
+        self.shape = {"T": tokens, "D": self.D, "modulation": "per token"}
+
+    def plans(self, objects):
+        return Problem.plans(self, objects)
+
+
 class _NormRopeBase(Problem):
     heads = 24
-    positions = 512  # S: tokens per sample; batch-major tokens, so pos_div = 1
+    positions = 512  # S: tokens per sample
 
-    def __init__(self, rows):
+    def __init__(self, rows, sequence_major=False):
+        """Tokens batch-major [B, S] (pos_div = 1) or sequence-major [S, B] (pos_div = B)."""
         assert rows % self.heads == 0
         self.T = rows // self.heads
         self.tokens, self.rows = self.T, rows
+        assert self.T % self.positions == 0, "whole samples"
+        self.pos_div = self.T // self.positions if sequence_major else 1
+        self.order_suffix = ":sequence-major" if sequence_major else ""
+        self.order_label = " [S, B] tokens" if sequence_major else ""
+
+    def describe(self, label, **shape):
+        """name, label and shape from the kernel, the label's rows and layout, and shape extras."""
+        self.label = label + self.order_label
+        self.shape = {"rows": self.rows, "T": self.T, "H": self.heads, "S": self.positions, **shape,
+                      "tokens": "[S, B]" if self.pos_div > 1 else "[B, S]", "pos_div": self.pos_div}
 
     def _mixed_qkv(self, g, device):
         """mixed_qkv [T, 3*H*128] bf16: rows of 128 with per-row spreads, so rstd varies."""
@@ -542,13 +582,12 @@ class NormRopeQkv(_NormRopeBase):
     # each) read once; q, k, v written once and both rstd written once.
     BYTES = "3*R*128*2 (mixed_qkv) + 2*128*2 (weights) + 4*S*64*4 (tables) + 3*R*128*2 (q, k, v) + 2*R*4 (rstd), R = T*H"
 
-    def __init__(self, rows, layout):
-        super().__init__(rows)
+    def __init__(self, rows, layout, sequence_major=False):
+        super().__init__(rows, sequence_major)
         assert layout in ("megatron", "blocked")
         self.layout = layout
-        self.label = f"rows={rows} {layout}"
-        self.name = f"{self.kernel}:rows={rows}:{layout}"
-        self.shape = {"rows": rows, "T": self.T, "H": self.heads, "S": self.positions, "layout": layout}
+        self.name = f"{self.kernel}:rows={rows}:{layout}{self.order_suffix}"
+        self.describe(f"rows={rows} {layout}", layout=layout)
 
     def min_bytes(self):
         R, S = self.rows, self.positions
@@ -563,7 +602,8 @@ class NormRopeQkv(_NormRopeBase):
             qkv = self.mixed.view(T, 3, H, HEAD_DIM)
         q_cos, q_sin = _rope_table(self.positions, g, device)
         k_cos, k_sin = _rope_table(self.positions, g, device)  # separate tables: a swap would show
-        self.args = (qkv, self._weight(g, device), self._weight(g, device), q_cos, q_sin, k_cos, k_sin, 1, EPS)
+        self.args = (qkv, self._weight(g, device), self._weight(g, device), q_cos, q_sin, k_cos, k_sin, self.pos_div,
+                     EPS)
 
     def alloc_outputs(self):
         m = self.mixed
@@ -597,11 +637,10 @@ class NormRopeSlice(_NormRopeBase):
     # weight and the table (cos, sin) once; y and rstd written once.
     BYTES = "R*128*2 (K slice) + 128*2 (weight) + 2*S*64*4 (table) + R*128*2 (y) + R*4 (rstd), R = T*H"
 
-    def __init__(self, rows):
-        super().__init__(rows)
-        self.label = f"rows={rows} K of megatron"
-        self.name = f"{self.kernel}:rows={rows}"
-        self.shape = {"rows": rows, "T": self.T, "H": self.heads, "S": self.positions, "layout": "megatron K slice"}
+    def __init__(self, rows, sequence_major=False):
+        super().__init__(rows, sequence_major)
+        self.name = f"{self.kernel}:rows={rows}{self.order_suffix}"
+        self.describe(f"rows={rows} K of megatron", layout="megatron K slice")
 
     def min_bytes(self):
         R, S = self.rows, self.positions
@@ -612,7 +651,7 @@ class NormRopeSlice(_NormRopeBase):
         self.mixed = self._mixed_qkv(g, device)
         x = self.mixed.view(T, H, 3, HEAD_DIM)[:, :, 1]  # strides (3*H*128, 3*128, 1)
         cos, sin = _rope_table(self.positions, g, device)
-        self.args = (x, self._weight(g, device), cos, sin, 1, EPS)
+        self.args = (x, self._weight(g, device), cos, sin, self.pos_div, EPS)
 
     def alloc_outputs(self):
         return self._empty_rows(BF16, self.mixed), self._empty_rows(F32, self.mixed)
@@ -656,14 +695,22 @@ class LnModulateBwd(Problem):
     BYTES = ("2*T*D (g) + 2*T*D (x) + 2*B*D (scale) + 2*4*T (mean, rstd) + 2*T*D (dx) + 2*2*B*D (dscale, dshift); "
              "the fp32 partials (2*4*B*P*D bytes written, then read back by the reduction) are overhead, not counted")
 
-    def __init__(self, tokens, tokens_per_sample=512):
+    def __init__(self, tokens, tokens_per_sample=512, layout="bsd"):
         assert tokens % tokens_per_sample == 0, "whole samples"
         self.T, self.S, self.B = tokens, tokens_per_sample, tokens // tokens_per_sample
+        self.layout = layout
         self.tokens, self.rows = tokens, tokens
-        self.label = f"T={tokens}"
-        self.name = f"{self.kernel}:{self.label}"
-        self.shape = {"T": tokens, "B": self.B, "S": tokens_per_sample, "D": self.D, "layout": "[B, S, D]",
+        suffix, label, shape = TOKEN_LAYOUTS[layout]
+        self.label = f"T={tokens}{label}"
+        self.name = f"{self.kernel}:T={tokens}{suffix}"
+        self.shape = {"T": tokens, "B": self.B, "S": tokens_per_sample, "D": self.D, "layout": shape,
                       "partials_per_sample": list(self.PARTIALS)}
+
+    def by_sample(self, t):
+        """A [T, ...] tensor as [B, S, ...] (a view), whatever the token layout."""
+        if self.layout == "bsd":
+            return t.view(self.B, self.S, *t.shape[1:])
+        return t.view(self.S, self.B, *t.shape[1:]).transpose(0, 1)
 
     def min_bytes(self):
         T, B, D = self.T, self.B, self.D
@@ -681,7 +728,7 @@ class LnModulateBwd(Problem):
         mean = x64.mean(-1)
         rstd = 1 / ((x64 - mean[:, None]).square().mean(-1) + 1e-6).sqrt()
         del x64
-        self.args = (grad, x, scale, mean.float(), rstd.float(), self.S)
+        self.args = (grad, x, scale, mean.float(), rstd.float(), self.S, self.layout == "sbd")
 
     def alloc_outputs(self):
         g = self.args[0]
@@ -695,8 +742,9 @@ class LnModulateBwd(Problem):
                 for P in self.PARTIALS if P <= self.S]
 
     def _plan(self, bpath, bmeta, rpath, rmeta, P):
-        g, x, scale, mean, rstd, S = self.args
+        g, x, scale, mean, rstd, S, _ = self.args
         B, D = self.B, self.D
+        sample_stride, token_stride = (S, 1) if self.layout == "bsd" else (1, B)
 
         def scratch():
             return tuple(torch.empty(B, P, D, device=g.device, dtype=F32) for _ in range(2))
@@ -704,7 +752,8 @@ class LnModulateBwd(Problem):
         def bwd_values(outs, parts):
             return {"g": g, "x": x, "scale": scale, "mean": mean, "rstd": rstd, "dx": outs[0],
                     "dscale_part": parts[0], "dshift_part": parts[1], "tokens_per_sample": S,
-                    "sample_stride": S, "token_stride": 1, "T": self.T, "B": B, "P": P, "D": D}
+                    "sample_stride": sample_stride, "token_stride": token_stride, "T": self.T, "B": B, "P": P,
+                    "D": D}
 
         def reduce_values(outs, parts):
             return {"dscale_part": parts[0], "dshift_part": parts[1], "dscale": outs[1], "dshift": outs[2],
@@ -720,17 +769,20 @@ class LnModulateBwd(Problem):
         |xh|~ = (|x| + |mean|)*rstd; dscale, dshift: 0.5*ulp + (depth + 8)*2^-24 * the sum of
         |g|*|xh|~ (resp. |g|) over the sample's tokens, depth = S/P + P for ours (the GPU test's
         bound) and S for a baseline (any order of S additions)."""
-        g, x, scale, mean, rstd, S = self.args
+        g, x, scale, mean, rstd, S, _ = self.args
         dx, dscale, dshift = outs
         B, D = self.B, self.D
         factor = ((S if depth is None else depth) + ACCUMULATION_SLACK) * 2.0 ** -24
         chk = Check()
         sc = scale.double()
+        # The tokens of samples b0 .. b1 as rows n*S of [n*S, D], in [B, S, D] order.
+        g3, x3, dx3, m2, r2 = (self.by_sample(t) for t in (g, x, dx, mean, rstd))
+        rows = lambda t, b0, b1: t[b0:b1].reshape(-1, *t.shape[2:])
         for b0 in range(0, B, chunk_samples):
             b1 = min(B, b0 + chunk_samples)
-            a, b, n = b0 * S, b1 * S, b1 - b0
-            g64, x64 = g[a:b].double(), x[a:b].double()
-            mu, r = mean[a:b].double()[:, None], rstd[a:b].double()[:, None]
+            n = b1 - b0
+            g64, x64 = rows(g3, b0, b1).double(), rows(x3, b0, b1).double()
+            mu, r = rows(m2, b0, b1).double()[:, None], rows(r2, b0, b1).double()[:, None]
             xh = (x64 - mu) * r
             gh = g64 * (1 + sc[b0:b1]).repeat_interleave(S, dim=0)
             ref = r * (gh - gh.mean(-1, keepdim=True) - xh * (gh * xh).mean(-1, keepdim=True))
@@ -740,7 +792,7 @@ class LnModulateBwd(Problem):
                 ghm = gh.abs()
                 return r * (ghm + ghm.mean(-1, keepdim=True) + xhm * (ghm * xhm).mean(-1, keepdim=True))
 
-            chk.rounded(dx[a:b], ref, dx_terms)
+            chk.rounded(rows(dx3, b0, b1), ref, dx_terms)
             gs = g64.view(n, S, D)
             chk.rounded(dscale[b0:b1], (gs * xh.view(n, S, D)).sum(1),
                         lambda: (gs.abs() * xhm.view(n, S, D)).sum(1), factor)
@@ -749,6 +801,33 @@ class LnModulateBwd(Problem):
 
     def free(self):
         self.args = None
+
+
+class LnModulateBwdPerToken(LnModulateBwd):
+    """LN-modulate backward, per-token modulation: scale [T, D]; dscale = g*xh and dshift = g, [T, D]
+    elementwise, so one launch of ln_modulate_bwd_per_token and no partials. The baselines take it as
+    per-sample modulation with one token per sample (S = 1, B = T)."""
+    kernel = "ln_modulate_bwd_per_token"
+    stage_kernels = None
+    family = "LN-modulate bwd, per-token"
+    BYTES = "2*T*D (g) + 2*T*D (x) + 2*T*D (scale) + 2*4*T (mean, rstd) + 2*T*D (dx) + 2*2*T*D (dscale, dshift)"
+
+    def __init__(self, tokens):
+        super().__init__(tokens, tokens_per_sample=1)
+        self.shape = {"T": tokens, "D": self.D, "modulation": "per token"}
+
+    def plans(self, objects):
+        def values(outs, scratch):
+            g, x, scale, mean, rstd, _, _ = self.args
+            return {"g": g, "x": x, "scale": scale, "mean": mean, "rstd": rstd, "dx": outs[0], "dscale": outs[1],
+                    "dshift": outs[2]}
+        return [Plan(mxfp6rt.config_tag(meta), [Stage(path, meta, self.rows, values)],
+                     functools.partial(self.check, depth=1))
+                for path, meta in objects.get(self.kernel, [])]
+
+    def check(self, outs, depth=None, chunk_samples=4096):
+        """As LnModulateBwd's, a sample being one token: dscale one product rounded once, dshift = g."""
+        return super().check(outs, depth, chunk_samples)
 
 
 class NormRopeQkvBwd(_NormRopeBase):
@@ -772,14 +851,12 @@ class NormRopeQkvBwd(_NormRopeBase):
              "4*S*64*4 (tables) + 3*R*128*2 (d(mixed_qkv)) + 2*128*4 (dw), R = T*H; the dw partials "
              "(2*P*128*4 bytes written, then read back by the reduction) are overhead, not counted")
 
-    def __init__(self, rows, layout="megatron"):
-        super().__init__(rows)
+    def __init__(self, rows, layout="megatron", sequence_major=False):
+        super().__init__(rows, sequence_major)
         assert layout in ("megatron", "blocked")
         self.layout = layout
-        self.label = f"rows={rows} {layout}"
-        self.name = f"{self.kernel}:rows={rows}:{layout}"
-        self.shape = {"rows": rows, "T": self.T, "H": self.heads, "S": self.positions, "layout": layout,
-                      "partials": min(self.PARTIALS, rows)}
+        self.name = f"{self.kernel}:rows={rows}:{layout}{self.order_suffix}"
+        self.describe(f"rows={rows} {layout}", layout=layout, partials=min(self.PARTIALS, rows))
 
     def min_bytes(self):
         R, S = self.rows, self.positions
@@ -804,7 +881,7 @@ class NormRopeQkvBwd(_NormRopeBase):
         q_weight, k_weight = self._weight(g, device), self._weight(g, device)
         dq, dk, dv = (torch.randn(T, H, HEAD_DIM, generator=g, device=device).to(BF16) for _ in range(3))
         q_rstd, k_rstd = ((1 / (qkv[:, part].double().square().mean(-1) + 1e-6).sqrt()).float() for part in (0, 1))
-        self.args = (dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd, k_rstd, 1)
+        self.args = (dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, q_rstd, k_rstd, self.pos_div)
 
     def bwd_args(self):
         """The backward's inputs (args of norm_rope_qkv_bwd_torch; the prologue appends its format
@@ -894,35 +971,126 @@ class NormRopeQkvBwd(_NormRopeBase):
         catch a zero dw)."""
         dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
         dqkv, dw = outs
-        T, H, S = self.T, self.heads, self.positions
         chk = Check()
-        dw_ref = torch.zeros(2, HEAD_DIM, device=dq.device, dtype=F64)
-        dw_mag = torch.zeros_like(dw_ref)
-        for part, (grad, w, cos, sin, rs) in enumerate(((dq, qw, qc, qs, qr), (dk, kw, kc, ks, kr))):
-            w64, c64, s64 = w.double(), cos.double(), sin.double()
-            wm = w64.abs()
-            for a in range(0, T, chunk):
-                b = min(T, a + chunk)
-                g64, x64, r = grad[a:b].double(), qkv[a:b, part].double(), rs[a:b].double()[..., None]
-                pos = torch.div(torch.arange(a, b, device=dq.device), pos_div, rounding_mode="floor") % S
-                c, s = c64[pos][:, None], s64[pos][:, None]
-                g0, g1 = g64[..., 0::2], g64[..., 1::2]
-                dn = torch.stack((c * g0 + s * g1, c * g1 - s * g0), dim=-1).reshape(b - a, H, HEAD_DIM)
-                u = x64 * r
-                du = dn * w64
-                ref = r * (du - u * ((du * u).sum(-1, keepdim=True) / HEAD_DIM))
-                ca, sa, ga0, ga1 = c.abs(), s.abs(), g0.abs(), g1.abs()
-                dnm = torch.stack((ca * ga0 + sa * ga1, sa * ga0 + ca * ga1), dim=-1).reshape(b - a, H, HEAD_DIM)
-                um = u.abs()
-                chk.rounded(dqkv[a:b, part], ref,
-                            lambda: r * (dnm * wm + um * ((dnm * wm * um).sum(-1, keepdim=True) / HEAD_DIM)))
-                dw_ref[part] += (dn * u).sum((0, 1))
-                dw_mag[part] += (dnm * um).sum((0, 1))
+        refs = [_check_norm_rope_bwd(chk, grad, qkv[:, part], w, cos, sin, rs, pos_div, dqkv[:, part], chunk)
+                for part, (grad, w, cos, sin, rs) in enumerate(((dq, qw, qc, qs, qr), (dk, kw, kc, ks, kr)))]
         chk.copy(dqkv[:, 2], dv)
         if depth is None:
             P = min(self.PARTIALS, self.rows)
             depth = -(-self.rows // P) + P
+        dw_ref, dw_mag = (torch.stack(r) for r in zip(*refs))
         chk.bounded(dw, dw_ref, (depth + ACCUMULATION_SLACK) * 2.0 ** -24 * dw_mag)
+        return chk
+
+
+def _check_norm_rope_bwd(chk, grad, x, weight, cos, sin, rstd, pos_div, dx, chunk=2048):
+    """One tensor's backward (grad, x, dx [T, H, 128], any strides) into chk: dx within 1 ulp, or
+    0.5*ulp + 2^-20 * rstd*(|dn|~*|w| + |u|*sum(|dn|~*|w|*|u|)/128), |dn|~ the rotation's addends'
+    magnitudes. Returns the fp64 dw [128] and the magnitudes its bound scales with (sum of |dn|~*|u|)."""
+    T, H, _ = grad.shape
+    S = cos.shape[0]
+    w64, c64, s64 = weight.double(), cos.double(), sin.double()
+    wm = w64.abs()
+    dw_ref = torch.zeros(HEAD_DIM, device=grad.device, dtype=F64)
+    dw_mag = torch.zeros_like(dw_ref)
+    for a in range(0, T, chunk):
+        b = min(T, a + chunk)
+        g64, x64, r = grad[a:b].double(), x[a:b].double(), rstd[a:b].double()[..., None]
+        pos = torch.div(torch.arange(a, b, device=grad.device), pos_div, rounding_mode="floor") % S
+        c, s = c64[pos][:, None], s64[pos][:, None]
+        g0, g1 = g64[..., 0::2], g64[..., 1::2]
+        dn = torch.stack((c * g0 + s * g1, c * g1 - s * g0), dim=-1).reshape(b - a, H, HEAD_DIM)
+        u = x64 * r
+        du = dn * w64
+        ref = r * (du - u * ((du * u).sum(-1, keepdim=True) / HEAD_DIM))
+        ca, sa, ga0, ga1 = c.abs(), s.abs(), g0.abs(), g1.abs()
+        dnm = torch.stack((ca * ga0 + sa * ga1, sa * ga0 + ca * ga1), dim=-1).reshape(b - a, H, HEAD_DIM)
+        um = u.abs()
+        chk.rounded(dx[a:b], ref, lambda: r * (dnm * wm + um * ((dnm * wm * um).sum(-1, keepdim=True) / HEAD_DIM)))
+        dw_ref += (dn * u).sum((0, 1))
+        dw_mag += (dnm * um).sum((0, 1))
+    return dw_ref, dw_mag
+
+
+class NormRopeSliceBwd(_NormRopeBase):
+    """Per-tensor norm+RoPE backward of K, a strided slice of a Megatron [T, H, 3, 128] mixed_qkv: dK
+    written straight into its columns of d(mixed_qkv). Ours is two launches timed as one:
+    norm_rope_bwd (P = PARTIALS programs, each a loop over every P-th row, an fp32 dw partial each)
+    then norm_rope_dw_reduce (the partials in a fixed order, a PartialsTree of launches)."""
+    kernel = "norm_rope_bwd"
+    stage_kernels = ("norm_rope_bwd", "norm_rope_dw_reduce")
+    family = "norm+RoPE per-tensor bwd (K slice)"
+    torch_fn = staticmethod(_norm_rope_bwd_rows)
+    copy_target = 0.85  # DESIGN.md section 10: backward kernels
+    compile_mode_auto = "default"
+    PARTIALS = 8192  # as the whole-QKV backward
+    BYTES = ("R*128*2 (dy) + R*128*2 (K slice) + R*4 (rstd) + 128*2 (weight) + 2*S*64*4 (table) + "
+             "R*128*2 (dK into d(mixed_qkv)) + 128*4 (dw), R = T*H; the dw partials (P*128*4 bytes written, then "
+             "read back by the reduction) are overhead, not counted")
+
+    def __init__(self, rows, sequence_major=False):
+        super().__init__(rows, sequence_major)
+        self.name = f"{self.kernel}:rows={rows}{self.order_suffix}"
+        self.describe(f"rows={rows} K of megatron", layout="megatron K slice", partials=min(self.PARTIALS, rows))
+
+    def min_bytes(self):
+        R, S = self.rows, self.positions
+        return 3 * R * HEAD_DIM * 2 + R * 4 + HEAD_DIM * 2 + 2 * S * PAIRS * 4 + HEAD_DIM * 4
+
+    def _k_slice(self, mixed):
+        return mixed.view(self.T, self.heads, 3, HEAD_DIM)[:, :, 1]  # strides (3*H*128, 3*128, 1)
+
+    def make(self, device, seed):
+        """Drawn like NormRopeQkvBwd's K part: mixed_qkv rows with spreads U(0.25, 4), dy ~ N(0, 1),
+        rstd of K (fp64, eps 1e-6) as f32."""
+        g, T, H = _generator(device, seed), self.T, self.heads
+        self.mixed = self._mixed_qkv(g, device)
+        x = self._k_slice(self.mixed)
+        cos, sin = _rope_table(self.positions, g, device)
+        weight = self._weight(g, device)
+        dy = torch.randn(T, H, HEAD_DIM, generator=g, device=device).to(BF16)
+        rstd = (1 / (x.double().square().mean(-1) + 1e-6).sqrt()).float()
+        self.args = (dy, x, weight, cos, sin, rstd, self.pos_div)
+
+    def alloc_outputs(self):
+        return self._k_slice(torch.empty_like(self.mixed)), torch.empty(HEAD_DIM, device=self.mixed.device, dtype=F32)
+
+    def plans(self, objects):
+        return [self._plan(bpath, bmeta, rpath, rmeta) for bpath, bmeta in objects.get("norm_rope_bwd", [])
+                for rpath, rmeta in objects.get("norm_rope_dw_reduce", [])]
+
+    def _plan(self, bpath, bmeta, rpath, rmeta):
+        dy, x, w, cos, sin, rstd, pos_div = self.args
+        P = min(self.PARTIALS, self.rows)
+        tree = PartialsTree(1, P)
+
+        def scratch():
+            return (torch.empty(P, HEAD_DIM, device=dy.device, dtype=F32),) + tree.scratch(dy.device)
+
+        def bwd_values(outs, parts):
+            dx = outs[0]
+            return {"dy": dy, "x": x, "weight": w, "rope_cos": cos, "rope_sin": sin, "rstd": rstd, "dx": dx,
+                    "dw_part": parts[0], "x_token_stride": x.stride(0), "x_head_stride": x.stride(1),
+                    "dx_token_stride": dx.stride(0), "dx_head_stride": dx.stride(1), "pos_div": pos_div,
+                    "T": self.T, "H": self.heads, "S": self.positions, "P": P}
+
+        return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}",
+                    [Stage(bpath, bmeta, P, bwd_values)]
+                    + tree.stages(rpath, rmeta, lambda parts: parts[0].view(1, P, HEAD_DIM),
+                                  lambda outs: outs[1].view(1, HEAD_DIM), 1),
+                    functools.partial(self.check, depth=-(-self.rows // P) + tree.depth()), scratch)
+
+    def check(self, outs, depth=None, chunk=2048):
+        """dK as _check_norm_rope_bwd; dw within (depth + 8)*2^-24 of its magnitudes, depth =
+        rows/P + P with P = 8192 for a baseline too, as the whole-QKV backward's check."""
+        dy, x, w, cos, sin, rstd, pos_div = self.args
+        dx, dw = outs
+        chk = Check()
+        dw_ref, dw_mag = _check_norm_rope_bwd(chk, dy, x, w, cos, sin, rstd, pos_div, dx, chunk)
+        if depth is None:
+            P = min(self.PARTIALS, self.rows)
+            depth = -(-self.rows // P) + P
+        chk.bounded(dw.view(-1), dw_ref, (depth + ACCUMULATION_SLACK) * 2.0 ** -24 * dw_mag)
         return chk
 
 
@@ -1378,14 +1546,16 @@ PACK_WIDTHS = (3072, 9216, 12288, 21504)
 
 
 def plan(objects=None):
-    """Every (kernel, shape), the shapes the targets apply to (T >= 16384) first, so a run cut short
-    by its time budget still has them: T = 16384, then 32768, for every kernel; then the wider
-    packer operands; then T = 4096, the 196608-row norm+RoPE shapes, and last the wider packer
-    operands at T = 4096. LN-modulate (fwd, bwd) at
-    T = 4096, 16384, 32768 (B = T/512); norm+RoPE at QK rows 98304 .. 786432 = T*24 heads (the
-    backward and the packer prologue, E3M2 and E2M3, from 196608); the row, column and dual packers
-    (E3M2 and E2M3) at T x C, C = 3072 and, where their code objects were built (objects: {kernel:
-    [(path, meta)]}; None: all), 9216, 12288, 21504."""
+    """Every (kernel, variant, shape), the shapes the targets apply to (T >= 16384) first, so a run
+    cut short by its time budget still has them: T = 16384, then 32768, for every kernel; then the
+    wider packer operands; then T = 4096, the 196608-row norm+RoPE shapes, and last the wider packer
+    operands at T = 4096. LN-modulate (fwd, bwd; per-sample modulation with [B, S, D] tokens, and at
+    T >= 16384 also [S, B, D]; per-token modulation) at T = 4096, 16384, 32768 (B = T/512);
+    norm+RoPE at QK rows 98304 .. 786432 = T*24 heads (whole-QKV in both layouts, per-tensor on
+    the K slice; at T >= 16384 also sequence-major [S, B] tokens; the backwards and the packer
+    prologue, E3M2 and E2M3, from 196608); the row, column and dual packers (E3M2 and E2M3) at
+    T x C, C = 3072 and, where their code objects were built (objects: {kernel: [(path, meta)]};
+    None: all), 9216, 12288, 21504."""
     def packs(T, widths):
         return [cls(T, C, fmt) for cls in (MxPackRows, MxPackCols, MxPackDual) for C in widths
                 for fmt in ("E3M2", "E2M3") if C == 3072 or objects is None or _has_pack(objects, cls, C, fmt)]
@@ -1395,13 +1565,18 @@ def plan(objects=None):
 
     items = []
     for T in (16384, 32768):
-        items += ([LnModulate(T), NormRopeQkv(T * 24, "megatron"), NormRopeQkv(T * 24, "blocked"),
-                   NormRopeSlice(T * 24), LnModulateBwd(T), NormRopeQkvBwd(T * 24)] + packs(T, (3072,))
-                  + prologues(T * 24))
+        R = T * 24
+        items += ([LnModulate(T), LnModulate(T, layout="sbd"), LnModulatePerToken(T),
+                   NormRopeQkv(R, "megatron"), NormRopeQkv(R, "blocked"), NormRopeQkv(R, "megatron", sequence_major=True),
+                   NormRopeSlice(R), NormRopeSlice(R, sequence_major=True),
+                   LnModulateBwd(T), LnModulateBwd(T, layout="sbd"), LnModulateBwdPerToken(T),
+                   NormRopeQkvBwd(R), NormRopeQkvBwd(R, "blocked"), NormRopeSliceBwd(R)]
+                  + packs(T, (3072,)) + prologues(R))
     for T in (16384, 32768):
         items += packs(T, PACK_WIDTHS[1:])
-    items += [LnModulate(4096), NormRopeQkv(98304, "megatron"), NormRopeQkv(98304, "blocked"),
-              NormRopeSlice(98304), LnModulateBwd(4096)] + packs(4096, PACK_WIDTHS[:1])
+    items += [LnModulate(4096), LnModulatePerToken(4096), NormRopeQkv(98304, "megatron"),
+              NormRopeQkv(98304, "blocked"), NormRopeSlice(98304), LnModulateBwd(4096),
+              LnModulateBwdPerToken(4096)] + packs(4096, PACK_WIDTHS[:1])
     items += [NormRopeQkv(196608, "megatron"), NormRopeQkv(196608, "blocked"), NormRopeSlice(196608),
-              NormRopeQkvBwd(196608)] + prologues(196608)
+              NormRopeQkvBwd(196608), NormRopeSliceBwd(196608)] + prologues(196608)
     return items + packs(4096, PACK_WIDTHS[1:])

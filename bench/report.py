@@ -136,12 +136,15 @@ def _us_spread(impl):
 
 
 def _sorted(results):
-    order = {"ln_modulate_fwd": 0, "norm_rope_qkv_fwd": 1, "norm_rope_fwd": 2, "ln_modulate_bwd": 3,
-             "norm_rope_qkv_bwd": 4, "mxfp6_pack_rows": 5, "mxfp6_pack_cols": 6, "mxfp6_pack_dual": 7,
-             "norm_rope_qkv_bwd_pack": 8, "norm_rope_qkv_bwd_pack_bf16": 9}
-    layouts = {"megatron": 0, "blocked": 1}
+    order = {k: i for i, k in enumerate((
+        "ln_modulate_fwd", "ln_modulate_fwd_per_token", "norm_rope_qkv_fwd", "norm_rope_fwd", "ln_modulate_bwd",
+        "ln_modulate_bwd_per_token", "norm_rope_qkv_bwd", "norm_rope_bwd", "mxfp6_pack_rows", "mxfp6_pack_cols",
+        "mxfp6_pack_dual", "norm_rope_qkv_bwd_pack", "norm_rope_qkv_bwd_pack_bf16"))}
+    layouts = {"megatron": 0, "blocked": 1, "[B, S, D]": 0, "[S, B, D]": 1}
+    orders = {"[B, S]": 0, "[S, B]": 1}  # norm+RoPE tokens
     formats = {"E3M2": 0, "E2M3": 1}
     return sorted(results, key=lambda r: (order.get(r["kernel"], 99), layouts.get(r.get("shape", {}).get("layout"), 2),
+                                          orders.get(r.get("shape", {}).get("tokens"), 0),
                                           formats.get(r.get("shape", {}).get("format"), 2),
                                           r.get("shape", {}).get("C", 0), r["tokens"]))
 
@@ -166,7 +169,7 @@ def markdown(doc):
                    "`waits_for_previous_grid`) starts overlapping its tail (programmatic dependent launch)"
                    if env["overlapping_launches"] else "in stream order (this device or driver has no "
                    "programmatic dependent launch)") + "  ")
-    for key in ("timing", "torch_compile", "inputs", "checks", "bytes"):
+    for key in ("timing", "torch_compile", "precompile", "inputs", "checks", "bytes"):
         if method.get(key):
             out.append(f"{key.replace('_', '.') if key == 'torch_compile' else key.capitalize()}: {method[key]}  ")
     out += ["", "TB/s = minimal bytes / time: ours' median, a baseline's p10 (see ×). ✗ = failed its check (number kept, flagged). "
@@ -234,9 +237,17 @@ def _launches_table(doc):
             "| kernel | shape | launches alone (µs) | sum µs | plan µs | gap µs |", "|---|---|---|---|---|---|"] + rows
 
 
+def _first_call(e):
+    """A baseline's first-call seconds: cold (a precompiling worker's, bench/precompile.py) / here."""
+    here = _num(e.get("first_call_s"), ".1f")
+    return f"{_num(e['precompiled_s'], '.1f')} / {here}" if e.get("precompiled_s") is not None else here
+
+
 def _baselines_table(doc):
     # The baselines' spread beside ours: a wide one makes "faster than" at that shape less certain.
     out = ["", "## Baselines: configs, first-call cost and spread", "",
+           "First call: compile (+ autotune), seconds on the host; where a worker compiled it first, its cold "
+           "first call / the first call here from the caches.", "",
            "| kernel | shape | Triton config | Triton first call s (compile + autotune) | Triton µs (p10–p90) | "
            "ours µs (p10–p90) | torch.compile mode | torch.compile first call s | torch.compile µs (p10–p90) |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -245,9 +256,9 @@ def _baselines_table(doc):
         tri, comp = impls.get("triton") or {}, impls.get("torch_compile") or {}
         cfg = tri.get("config")
         cfg = ", ".join(f"{k}={v}" for k, v in cfg.items()) if isinstance(cfg, dict) else "—"
-        out.append(f"| {rec['kernel']} | {rec['label']} | {cfg} | {_num(tri.get('first_call_s'), '.1f')} | "
+        out.append(f"| {rec['kernel']} | {rec['label']} | {cfg} | {_first_call(tri)} | "
                    f"{_us_spread(impls.get('triton'))} | {_us_spread(impls.get('mxfp6c'))} | "
-                   f"{rec.get('compile_mode', '—')} | {_num(comp.get('first_call_s'), '.1f')} | "
+                   f"{rec.get('compile_mode', '—')} | {_first_call(comp)} | "
                    f"{_us_spread(impls.get('torch_compile'))} |")
     return out
 

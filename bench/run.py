@@ -39,16 +39,22 @@ def parse_args():
                          "the forward kernels, default for the backward kernels and the packers (max-autotune's "
                          "search over their graphs would not fit the time budget). No CUDA graphs in any mode, so "
                          "its time is kernel time like the others'")
-    ap.add_argument("--warmup-ms", type=float, default=50.0, help="do_bench warmup per implementation")
-    ap.add_argument("--rep-ms", type=float, default=200.0, help="do_bench repetition time per implementation")
+    ap.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warmup per implementation")
+    ap.add_argument("--rep-ms", type=float, default=100.0,
+                    help="do_bench repetition time per implementation (100 ms: hundreds of reps at the largest "
+                         "shapes, each after the L2 clear)")
     ap.add_argument("--copy-gib", type=float, default=2.0, help="size of each buffer of the copy measurement")
     ap.add_argument("--only", action="append", default=[],
                     help="run only kernels/shapes whose name contains this (repeatable), e.g. ln_modulate_fwd")
     ap.add_argument("--skip", action="append", default=[], choices=["eager", "torch_compile", "triton"],
                     help="leave out a baseline (repeatable)")
-    ap.add_argument("--time-budget", type=float, default=450.0,
+    ap.add_argument("--time-budget", type=float, default=540.0,
                     help="seconds since start; a kernel/shape that would likely end past it is skipped and listed "
-                         "(default 450: the whole run, final copy and report included, inside 8 minutes)")
+                         "(default 540: the whole run, final copy and report included, inside one device call "
+                         "of 10 minutes)")
+    ap.add_argument("--precompile-workers", type=int, default=None,
+                    help="worker processes compiling the baselines before anything is timed (precompile.py; "
+                         "default: the cores but two, at most 12; 0: compile in the measuring process)")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
     return ap.parse_args()
@@ -190,8 +196,9 @@ def time_each_launch(ctx, best, launches, stream):
         st["alone_median_ms"] = t["median_ms"]
 
 
-def run_baseline(ctx, p, fn, out_fn=None):
-    """fn() runs the baseline; its first call is timed on the host (compile, autotune). The check
+def run_baseline(ctx, p, fn, out_fn=None, cold_s=None):
+    """fn() runs the baseline; its first call is timed on the host (compile, autotune: from the
+    caches where a worker compiled it first, whose cold time is cold_s). The check
     runs on a later call: into poisoned outputs through out_fn where the baseline takes `out=`.
     What the call returns is checked: the outputs, then any intermediates the check uses (the
     unfused prologue's d(mixed_qkv))."""
@@ -203,6 +210,8 @@ def run_baseline(ctx, p, fn, out_fn=None):
         fn()
         torch.cuda.synchronize()
         e["first_call_s"] = time.perf_counter() - t
+        if cold_s is not None:
+            e["precompiled_s"] = cold_s
         if out_fn is not None:
             outs = p.alloc_outputs()
             poison(torch, outs)
@@ -227,7 +236,7 @@ def compile_mode(ctx, p):
     return p.compile_mode_auto if ctx.args.compile_mode == "auto" else ctx.args.compile_mode
 
 
-def run_problem(ctx, p, seed):
+def run_problem(ctx, p, seed, warm=None):
     import measure
     import triton_baselines
     torch = ctx.torch
@@ -249,11 +258,13 @@ def run_problem(ctx, p, seed):
             except Exception as ex:
                 rec["impls"]["torch_compile"] = {"ok": False, "error": error_text(ex)}
             else:
-                rec["impls"]["torch_compile"] = run_baseline(ctx, p, lambda: compiled(*p.args))
+                rec["impls"]["torch_compile"] = run_baseline(ctx, p, lambda: compiled(*p.args),
+                                                             cold_s=(warm or {}).get("torch_compile_s"))
         if "triton" not in ctx.args.skip and p.kernel in triton_baselines.IMPLEMENTATIONS:
             tfn = triton_baselines.IMPLEMENTATIONS[p.kernel][0]
             tri = rec["impls"]["triton"] = run_baseline(ctx, p, lambda: tfn(*p.args),
-                                                        out_fn=lambda outs: tfn(*p.args, out=outs))
+                                                        out_fn=lambda outs: tfn(*p.args, out=outs),
+                                                        cold_s=(warm or {}).get("triton_s"))
             if "error" not in tri:
                 tri["config"] = triton_baselines.best_config(p.kernel)
     finally:
@@ -312,6 +323,7 @@ def main():
     import torch
     import triton
     import measure
+    import precompile
     import problems
 
     torch.cuda.init()
@@ -367,6 +379,17 @@ def main():
     def save():
         return report.write(doc, args.out, stem)
 
+    workers = precompile.default_workers() if args.precompile_workers is None else args.precompile_workers
+    warm = {}
+    if workers > 0:
+        tasks = [(p, args.seed + i, p.compile_mode_auto if args.compile_mode == "auto" else args.compile_mode,
+                  "torch_compile" not in args.skip, "triton" not in args.skip) for i, p in enumerate(items)]
+        warm = precompile.precompile([t for t in tasks if t[3] or t[4]], workers, lambda m: log(t0, m))
+    doc["method"]["precompile"] = (
+        f"the baselines compiled first by {workers} worker processes (bench/precompile.py), their first calls "
+        "here then from the on-disk caches; the cold first calls are the workers'" if workers > 0 else
+        "none: each baseline compiles on its first call here")
+
     try:
         doc["copy"]["start"] = measure.copy_bandwidth(args.copy_gib * 2**30, args.warmup_ms, args.rep_ms, DEVICE)
         log(t0, f"device copy: {doc['copy']['start']['tbps']:.3f} TB/s")
@@ -393,7 +416,7 @@ def main():
                 continue
             start = time.perf_counter()
             try:
-                rec = run_problem(ctx, p, args.seed + i)
+                rec = run_problem(ctx, p, args.seed + i, warm.get(p.name))
             except Exception as ex:
                 traceback.print_exc()
                 rec = {"name": p.name, "kernel": p.kernel, "family": p.family, "label": p.label, "shape": p.shape,

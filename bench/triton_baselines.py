@@ -70,7 +70,7 @@ def _ln_modulate_fwd_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, mean_ptr, rstd_p
 _ln_modulate_fwd_tuned = triton.autotune(
     configs=[triton.Config({"ROWS": r}, num_warps=w, num_stages=1)
              for r, w in ((1, 4), (1, 8), (1, 16), (2, 8), (2, 16), (4, 16))],
-    key=["T"])(_ln_modulate_fwd_kernel)
+    key=["T", "B", "sample_div"])(_ln_modulate_fwd_kernel)  # B: per-token modulation is B = T
 
 
 def ln_modulate_fwd(x, scale, shift, sample_div, eps, out=None):
@@ -146,9 +146,10 @@ def _norm_rope_qkv_fwd_kernel(qkv_ptr, qw_ptr, kw_ptr, qc_ptr, qs_ptr, kc_ptr, k
 _NORM_ROPE_CONFIGS = [triton.Config({"ROWS": r}, num_warps=w, num_stages=1)
                       for r, w in ((8, 2), (16, 4), (32, 4), (32, 8), (64, 4), (64, 8))]
 _norm_rope_fwd_tuned = triton.autotune(
-    configs=_NORM_ROPE_CONFIGS, key=["n_rows", "token_stride", "head_stride"])(_norm_rope_fwd_kernel)
+    configs=_NORM_ROPE_CONFIGS, key=["n_rows", "token_stride", "head_stride", "pos_div"])(_norm_rope_fwd_kernel)
 _norm_rope_qkv_fwd_tuned = triton.autotune(
-    configs=_NORM_ROPE_CONFIGS, key=["n_rows", "token_stride", "part_stride", "head_stride"])(_norm_rope_qkv_fwd_kernel)
+    configs=_NORM_ROPE_CONFIGS, key=["n_rows", "token_stride", "part_stride", "head_stride", "pos_div"])(
+    _norm_rope_qkv_fwd_kernel)
 
 
 def _rows_out(T, H, like, dtype):
@@ -179,14 +180,14 @@ def norm_rope_qkv_fwd(qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin, pos_d
 
 
 # ---------------------------------------------------------------------------------------------
-# LN-modulate backward, per-sample modulation, [B, S, D] tokens: one pass over g and x. Program
-# (b, j) takes tokens j, j + NP, ... of sample b, the whole row in registers (D padded to a power
+# LN-modulate backward, per-sample modulation, [B, S, D] or [S, B, D] tokens: one pass over g and
+# x. Program (b, j) takes tokens j, j + NP, ... of sample b (token b * sample_stride + s * token_stride), the whole row in registers (D padded to a power
 # of two, masked), writes dx and fp32 partials of dscale/dshift; a second kernel adds the NP
 # partials of each sample in order.
 
 @triton.jit
 def _ln_modulate_bwd_kernel(g_ptr, x_ptr, scale_ptr, mean_ptr, rstd_ptr, dx_ptr, dsp_ptr, dhp_ptr, S, NP,
-                            D: tl.constexpr, BLOCK_D: tl.constexpr):
+                            sample_stride, token_stride, D: tl.constexpr, BLOCK_D: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     j = tl.program_id(1)
     cols = tl.arange(0, BLOCK_D)
@@ -195,7 +196,7 @@ def _ln_modulate_bwd_kernel(g_ptr, x_ptr, scale_ptr, mean_ptr, rstd_ptr, dx_ptr,
     ds = tl.zeros([BLOCK_D], dtype=tl.float32)
     dh = tl.zeros([BLOCK_D], dtype=tl.float32)
     for s in range(j, S, NP):
-        t = b * S + s
+        t = b * sample_stride + s * token_stride
         gv = tl.load(g_ptr + t * D + cols, mask=cmask, other=0.0).to(tl.float32)
         xv = tl.load(x_ptr + t * D + cols, mask=cmask, other=0.0).to(tl.float32)
         r = tl.load(rstd_ptr + t)
@@ -229,10 +230,11 @@ def _ln_modulate_bwd_reduce_kernel(dsp_ptr, dhp_ptr, ds_ptr, dh_ptr, NP, D: tl.c
 _ln_modulate_bwd_tuner = _Tuner([{"NP": p, "num_warps": w} for p in (8, 16, 32) for w in (8, 16)])
 
 
-def ln_modulate_bwd(g, x, scale, mean, rstd, tokens_per_sample, out=None):
+def ln_modulate_bwd(g, x, scale, mean, rstd, tokens_per_sample, sequence_major=False, out=None):
     T, D = g.shape
     B, S = scale.shape[0], tokens_per_sample
     assert T == B * S and g.is_contiguous() and x.is_contiguous()
+    sample_stride, token_stride = (1, B) if sequence_major else (S, 1)
     dx, dscale, dshift = out or (torch.empty_like(g), torch.empty(B, D, device=g.device, dtype=torch.bfloat16),
                                  torch.empty(B, D, device=g.device, dtype=torch.bfloat16))
     block = 1024
@@ -241,12 +243,52 @@ def ln_modulate_bwd(g, x, scale, mean, rstd, tokens_per_sample, out=None):
         NP = min(cfg["NP"], S)
         dsp = torch.empty(B, NP, D, device=g.device, dtype=torch.float32)
         dhp = torch.empty_like(dsp)
-        _ln_modulate_bwd_kernel[(B, NP)](g, x, scale, mean, rstd, dx, dsp, dhp, S, NP, D=D,
+        _ln_modulate_bwd_kernel[(B, NP)](g, x, scale, mean, rstd, dx, dsp, dhp, S, NP, sample_stride, token_stride, D=D,
                                          BLOCK_D=triton.next_power_of_2(D), num_warps=cfg["num_warps"])
         _ln_modulate_bwd_reduce_kernel[(B, triton.cdiv(D, block))](dsp, dhp, dscale, dshift, NP, D=D, BLOCK=block,
                                                                   num_warps=4)
 
-    _ln_modulate_bwd_tuner((T, B, D), run)
+    _ln_modulate_bwd_tuner((T, B, D, sequence_major), run)
+    return dx, dscale, dshift
+
+
+# LN-modulate backward, per-token modulation (scale [T, D]): ROWS tokens per program, each row
+# whole in registers; dscale = g*xh and dshift = g elementwise, no sums across tokens.
+
+@triton.jit
+def _ln_modulate_bwd_per_token_kernel(g_ptr, x_ptr, scale_ptr, mean_ptr, rstd_ptr, dx_ptr, ds_ptr, dh_ptr, T,
+                                      D: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_D)
+    row_ok = rows < T
+    mask = row_ok[:, None] & (cols < D)[None, :]
+    offs = rows.to(tl.int64)[:, None] * D + cols[None, :]
+    graw = tl.load(g_ptr + offs, mask=mask, other=0.0)
+    gv = graw.to(tl.float32)
+    r = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)[:, None]
+    xh = tl.where(mask, (tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+                         - tl.load(mean_ptr + rows, mask=row_ok, other=0.0)[:, None]) * r, 0.0)
+    gh = gv * (1.0 + tl.load(scale_ptr + offs, mask=mask, other=0.0).to(tl.float32))
+    m1 = tl.sum(gh, axis=1)[:, None] / D
+    m2 = tl.sum(gh * xh, axis=1)[:, None] / D
+    tl.store(dx_ptr + offs, (r * (gh - m1 - xh * m2)).to(tl.bfloat16), mask=mask)
+    tl.store(ds_ptr + offs, (gv * xh).to(tl.bfloat16), mask=mask)
+    tl.store(dh_ptr + offs, graw, mask=mask)
+
+
+_ln_modulate_bwd_per_token_tuned = triton.autotune(
+    configs=[triton.Config({"ROWS": r}, num_warps=w, num_stages=1)
+             for r, w in ((1, 4), (1, 8), (1, 16), (2, 8), (2, 16), (4, 16))],
+    key=["T"])(_ln_modulate_bwd_per_token_kernel)
+
+
+def ln_modulate_bwd_per_token(g, x, scale, mean, rstd, tokens_per_sample, sequence_major=False, out=None):
+    """The arguments of ln_modulate_bwd with one token per sample (scale [T, D], S = 1)."""
+    T, D = g.shape
+    assert tokens_per_sample == 1 and scale.shape == g.shape and g.is_contiguous() and x.is_contiguous()
+    dx, dscale, dshift = out or tuple(torch.empty_like(g) for _ in range(3))
+    _ln_modulate_bwd_per_token_tuned[lambda meta: (triton.cdiv(T, meta["ROWS"]),)](
+        g, x, scale, mean, rstd, dx, dscale, dshift, T, D=D, BLOCK_D=triton.next_power_of_2(D))
     return dx, dscale, dshift
 
 
@@ -303,6 +345,19 @@ def _norm_rope_qkv_bwd_kernel(dq_ptr, dk_ptr, dv_ptr, qkv_ptr, qw_ptr, kw_ptr, q
 
 
 @triton.jit
+def _norm_rope_bwd_kernel(dy_ptr, x_ptr, w_ptr, cos_ptr, sin_ptr, rstd_ptr, dx_ptr, dwp_ptr, token_stride, head_stride,
+                          n_rows, H, S, pos_div, NPROG, ROWS: tl.constexpr):
+    """Per tensor: dx written through x's strides (its columns of d(mixed_qkv)); a dw partial per program."""
+    pid = tl.program_id(0)
+    acc = tl.zeros([128], dtype=tl.float32)
+    for tile in range(pid, tl.cdiv(n_rows, ROWS), NPROG):
+        rows = tile * ROWS + tl.arange(0, ROWS)
+        acc += _norm_rope_bwd_tile(dy_ptr, x_ptr, w_ptr, cos_ptr, sin_ptr, rstd_ptr, dx_ptr, rows, rows < n_rows,
+                                   token_stride, head_stride, H, S, pos_div, ROWS)
+    tl.store(dwp_ptr + pid * 128 + tl.arange(0, 128), acc)
+
+
+@triton.jit
 def _dw_reduce_kernel(dwp_ptr, dw_ptr, NPROG, BLOCK_P: tl.constexpr):
     grp = tl.program_id(0)
     cols = tl.arange(0, 128)
@@ -338,8 +393,33 @@ def norm_rope_qkv_bwd(dq, dk, dv, qkv, q_weight, k_weight, q_cos, q_sin, k_cos, 
             ROWS=cfg["ROWS"], num_warps=cfg["num_warps"])
         _dw_reduce_kernel[(2,)](dwp, dw, nprog, BLOCK_P=32, num_warps=4)
 
-    _norm_rope_qkv_bwd_tuner((n_rows, qkv.stride(0), qkv.stride(1), qkv.stride(2)), run)
+    _norm_rope_qkv_bwd_tuner((n_rows, qkv.stride(0), qkv.stride(1), qkv.stride(2), pos_div), run)
     return dqkv, dw
+
+
+_norm_rope_bwd_tuner = _Tuner([{"ROWS": r, "num_warps": w, "NPROG": n}
+                               for r, w, n in ((8, 2, 2112), (16, 4, 1056), (16, 4, 2112), (32, 4, 1056),
+                                               (32, 8, 1056), (64, 8, 528))])
+
+
+def norm_rope_bwd(dy, x, weight, cos, sin, rstd, pos_div, out=None):
+    """Per-tensor backward: dx (bf16, x's strides: its columns of d(mixed_qkv)) and dw [128] f32."""
+    T, H, Dh = x.shape
+    assert Dh == 128 and x.stride(2) == 1 and dy.is_contiguous()
+    dx, dw = out or (torch.empty_strided(x.shape, x.stride(), device=x.device, dtype=x.dtype),
+                     torch.empty(128, device=x.device, dtype=torch.float32))
+    assert dx.stride() == x.stride()
+    n_rows = T * H
+
+    def run(cfg):
+        nprog = min(cfg["NPROG"], triton.cdiv(n_rows, cfg["ROWS"]))
+        dwp = torch.empty(nprog, 128, device=x.device, dtype=torch.float32)
+        _norm_rope_bwd_kernel[(nprog,)](dy, x, weight, cos, sin, rstd, dx, dwp, x.stride(0), x.stride(1), n_rows, H,
+                                        cos.shape[0], pos_div, nprog, ROWS=cfg["ROWS"], num_warps=cfg["num_warps"])
+        _dw_reduce_kernel[(1,)](dwp, dw, nprog, BLOCK_P=32, num_warps=4)
+
+    _norm_rope_bwd_tuner((n_rows, x.stride(0), x.stride(1), pos_div), run)
+    return dx, dw
 
 
 # ---------------------------------------------------------------------------------------------
@@ -600,7 +680,10 @@ IMPLEMENTATIONS = {
     "ln_modulate_fwd": (ln_modulate_fwd, _ln_modulate_fwd_tuned),
     "norm_rope_fwd": (norm_rope_fwd, _norm_rope_fwd_tuned),
     "norm_rope_qkv_fwd": (norm_rope_qkv_fwd, _norm_rope_qkv_fwd_tuned),
+    "ln_modulate_fwd_per_token": (ln_modulate_fwd, _ln_modulate_fwd_tuned),
     "ln_modulate_bwd": (ln_modulate_bwd, _ln_modulate_bwd_tuner),
+    "ln_modulate_bwd_per_token": (ln_modulate_bwd_per_token, _ln_modulate_bwd_per_token_tuned),
+    "norm_rope_bwd": (norm_rope_bwd, _norm_rope_bwd_tuner),
     "norm_rope_qkv_bwd": (norm_rope_qkv_bwd, _norm_rope_qkv_bwd_tuner),
     "mxfp6_pack_rows": (mxfp6_pack_rows, _mxfp6_pack_rows_tuned),
     "mxfp6_pack_cols": (mxfp6_pack_cols, _mxfp6_pack_cols_tuned),
