@@ -34,6 +34,13 @@ def copy_ceiling(doc):
     return max(values) if values else None
 
 
+def copy_ceiling_of(doc, rec):
+    """The copy ceiling of the call that measured rec: the run's own, or that of the --resume call
+    whose index rec["call"] holds (each call measures the copy at its start and end)."""
+    call = rec.get("call") or 0
+    return copy_ceiling(doc) if call == 0 else copy_ceiling(doc["resumed"][call - 1])
+
+
 def _timed(impl):
     return impl is not None and impl.get("median_ms") is not None
 
@@ -53,10 +60,11 @@ def finalize(doc):
         doc["copy"]["drift"] = abs(start["tbps"] - end["tbps"]) / max(start["tbps"], end["tbps"])
     for rec in doc.get("results", []):
         impls = rec.get("impls", {})
+        rec_ceiling = copy_ceiling_of(doc, rec)
         for name, impl in impls.items():
-            _derive(impl, rec["min_bytes"], ceiling, baseline=name != "mxfp6c")
+            _derive(impl, rec["min_bytes"], rec_ceiling, baseline=name != "mxfp6c")
             for entry in impl.get("all", []):
-                _derive(entry, rec["min_bytes"], ceiling)
+                _derive(entry, rec["min_bytes"], rec_ceiling)
         ours = impls.get("mxfp6c")
         rec["speedup"] = {b: baseline_ms(impls[b]) / ours["median_ms"]
                           for b in BASELINES if _timed(ours) and _timed(impls.get(b))}
@@ -164,6 +172,11 @@ def markdown(doc):
     out.append(f"Device copy ({_num((start.get('bytes_moved') or 0) / 1e9, '.1f')} GB moved): start "
                f"{_num(start.get('tbps'), '.3f')} TB/s, end {_num(end.get('tbps'), '.3f')} TB/s; "
                f"ratios use {_num(copy.get('ceiling_tbps'), '.3f')} TB/s (the higher)  ")
+    for n, call in enumerate(doc.get("resumed", []), 1):
+        cs, ce = (call.get("copy", {}).get(k) or {} for k in ("start", "end"))
+        out.append(f"Resumed (call {n}, {call.get('date', '?')}): `{call.get('command', '?')}`: the kernel/shapes "
+                   f"the calls before skipped; its device copy {_num(cs.get('tbps'), '.3f')} / "
+                   f"{_num(ce.get('tbps'), '.3f')} TB/s (start / end), the ceiling of its rows' ratios  ")
     if "overlapping_launches" in env:
         out.append("Launches of ours: " + ("a code object that waits for the previous grid (metadata "
                    "`waits_for_previous_grid`) starts overlapping its tail (programmatic dependent launch)"
@@ -204,10 +217,11 @@ def markdown(doc):
 
 def _schedules_table(doc):
     out = ["", "## Every code object of ours", "",
-           "| kernel | shape | config | µs (p10–p90) | TB/s | % copy | regs | check |", "|---|---|---|---|---|---|---|---|"]
+           "† timed briefly only (the screen): not among the fastest of its kernel/shape, which were timed in full.",
+           "", "| kernel | shape | config | µs (p10–p90) | TB/s | % copy | regs | check |", "|---|---|---|---|---|---|---|---|"]
     for rec in _sorted(doc.get("results", [])):
         for e in (rec.get("impls", {}).get("mxfp6c") or {}).get("all", []):
-            spread = _us_spread(e)
+            spread = _us_spread(e) + (" †" if e.get("timing") == "screen" else "")
             check = "error: " + e["error"] if e.get("error") else ("ok" if e.get("ok") else "FAILED")
             out.append(f"| {rec['kernel']} | {rec['label']} | {e.get('config')} | {spread} | "
                        f"{_num(e.get('tbps'), '.2f')} | {_num((e.get('copy_ratio') or 0) * 100, '.1f')} | "

@@ -11,6 +11,7 @@ keeps what it finished) and prints the Markdown table. bench/README.md says what
 """
 import argparse
 import datetime
+import json
 import os
 import pathlib
 import shlex
@@ -22,6 +23,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import mxfp6rt  # noqa: E402
+import precompile  # noqa: E402
 import report  # noqa: E402
 
 DEVICE = "cuda"
@@ -43,6 +45,11 @@ def parse_args():
     ap.add_argument("--rep-ms", type=float, default=100.0,
                     help="do_bench repetition time per implementation (100 ms: hundreds of reps at the largest "
                          "shapes, each after the L2 clear)")
+    ap.add_argument("--screen-ms", type=float, default=10.0,
+                    help="where a kernel/shape has more plans of ours than --finalists, each is first timed over "
+                         "this many ms of reps (0: every plan timed in full)")
+    ap.add_argument("--finalists", type=int, default=3,
+                    help="the plans of ours, fastest in the brief timing, then timed in full (default 3)")
     ap.add_argument("--copy-gib", type=float, default=2.0, help="size of each buffer of the copy measurement")
     ap.add_argument("--only", action="append", default=[],
                     help="run only kernels/shapes whose name contains this (repeatable), e.g. ln_modulate_fwd")
@@ -55,6 +62,10 @@ def parse_args():
     ap.add_argument("--precompile-workers", type=int, default=None,
                     help="worker processes compiling the baselines before anything is timed (precompile.py; "
                          "default: the cores but two, at most 12; 0: compile in the measuring process)")
+    ap.add_argument("--resume", default=None, metavar="JSON",
+                    help="a run's JSON that stopped at its time budget: run the kernel/shapes it skipped (and match "
+                         "--only, if given) and add them to it, writing its files again into --out under its name; "
+                         "each kernel/shape keeps the copy bandwidth of the call that measured it")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
     return ap.parse_args()
@@ -73,6 +84,7 @@ class Context:
 
     def __init__(self, args, torch, device, objects):
         self.args, self.torch, self.device, self.objects = args, torch, device, objects
+        self.warm = {}  # problem name -> what precompile.py's worker did for its baselines
         self._loaded = {}
 
     def kernel(self, code_path):
@@ -110,21 +122,41 @@ def run_twin(ctx, twin, stream):
     return outs
 
 
+def _prepared(ctx, plan, outs, stream):
+    """(launch, launches, scratch) of a plan: its scratch allocated and every stage's arguments
+    checked and packed. The packed arguments hold raw pointers, so scratch must outlive launch."""
+    scratch = plan.scratch()
+    launches = []
+    for st in plan.stages:
+        k = ctx.kernel(st.code_path)
+        launches.append((k, *k.prepare(st.values(outs, scratch), st.rows)))
+
+    def launch():
+        for k, args, grid in launches:
+            k.launch(args, grid, stream)
+
+    return launch, launches, scratch
+
+
 def run_ours(ctx, p):
     """Every plan of ours (a code object, or a sequence of launches such as a backward and its
     partials' reduction, timed together as one measurement): checked (poisoned outputs and
     scratch, the problem's check -- against the outputs of the plan's twin where it has one --, a
-    second launch bit-identical), then timed. The best is the fastest that passed."""
+    second launch bit-identical), then timed. With more plans than --finalists, each is first
+    timed briefly (--screen-ms), and the fastest that passed are timed in full; the others keep
+    their brief timing, marked. The best is the fastest fully timed plan that passed."""
     import measure
     torch = ctx.torch
+    args = ctx.args
     plans = p.plans(ctx.objects)
     if not plans:
         missing = [k for k in p.needs() if not ctx.objects.get(k)]
-        return {"error": f"no code objects for this GPU and shape in {ctx.args.kernels}"
+        return {"error": f"no code objects for this GPU and shape in {args.kernels}"
                          + (f" (none of {', '.join(missing)})" if missing else ""), "ok": False}
+    screen = args.screen_ms > 0 and len(plans) > args.finalists
     outs = p.alloc_outputs()
     stream = torch.cuda.current_stream().cuda_stream
-    entries, launches_of = [], {}  # launches_of: id(entry) -> its launches, for time_each_launch
+    entries, plan_of = [], {}  # plan_of: id(entry) -> its plan, to time it again
     for plan in plans:
         first_meta = plan.stages[0].meta
         e = {"config": plan.config, "code_object": " + ".join(st.code_path.name for st in plan.stages),
@@ -134,23 +166,14 @@ def run_ours(ctx, p):
             e["checked_against"] = " + ".join(st.code_path.name for st in plan.twin.stages)
         scratch = ()
         try:
-            scratch = plan.scratch()
-            launches = []
-            for st in plan.stages:
-                k = ctx.kernel(st.code_path)
-                launches.append((k, *k.prepare(st.values(outs, scratch), st.rows)))
+            launch, launches, scratch = _prepared(ctx, plan, outs, stream)
             e["grid"] = list(launches[0][2])
             if len(plan.stages) > 1:
                 e["stages"] = [{"kernel": st.meta.get("kernel"), "config": mxfp6rt.config_tag(st.meta),
                                 "rows": st.rows, "grid": list(grid), "block": st.meta.get("block"),
                                 "registers": (st.meta.get("resources") or {}).get("registers")}
                                for st, (_, _, grid) in zip(plan.stages, launches)]
-
-            def launch(launches=launches):
-                for k, args, grid in launches:
-                    k.launch(args, grid, stream)
-
-            launches_of[id(e)] = launches
+            plan_of[id(e)] = plan
 
             poison(torch, tuple(outs) + tuple(scratch))
             launch()
@@ -169,31 +192,48 @@ def run_ours(ctx, p):
             del first
             e["check"] = check.summary()
             e["ok"] = check.ok() and e["deterministic"]
-            e.update(measure.device_time(launch, ctx.args.warmup_ms, ctx.args.rep_ms))
+            if screen:
+                e.update(measure.device_time(launch, args.screen_ms / 2, args.screen_ms), timing="screen")
+            else:
+                e.update(measure.device_time(launch, args.warmup_ms, args.rep_ms), timing="full")
         except Exception as ex:  # one bad code object must not end the run
             e["error"] = error_text(ex)
         finally:
             del scratch
         entries.append(e)
-    timed = [e for e in entries if e.get("median_ms") is not None]
+    if screen:
+        screened = sorted((e for e in entries if e.get("median_ms") is not None and e["ok"]),
+                          key=lambda e: e["median_ms"])
+        for e in screened[:args.finalists]:
+            try:
+                launch, _, scratch = _prepared(ctx, plan_of[id(e)], outs, stream)
+                screen_ms = e["median_ms"]
+                e.update(measure.device_time(launch, args.warmup_ms, args.rep_ms), timing="full",
+                         screen_median_ms=screen_ms)
+                del scratch
+            except Exception as ex:
+                e.update(error=error_text(ex), ok=False)
+    timed = [e for e in entries if e.get("median_ms") is not None and e.get("timing") == "full"]
     passed = [e for e in timed if e["ok"]]
     best = min(passed or timed, key=lambda e: e["median_ms"]) if timed else {"error": "no code object ran", "ok": False}
-    if len(best.get("stages", ())) > 1 and id(best) in launches_of:
-        time_each_launch(ctx, best, launches_of[id(best)], stream)
+    if len(best.get("stages", ())) > 1 and id(best) in plan_of:
+        time_each_launch(ctx, best, plan_of[id(best)], outs, stream)
     return {**{k: v for k, v in best.items() if k != "all"}, "all": entries}
 
 
-def time_each_launch(ctx, best, launches, stream):
+def time_each_launch(ctx, best, plan, outs, stream):
     """Times each launch of the best multi-launch plan on its own (median, L2 cleared before every
     rep like the plan's measurement), so the results show what the reduction of the partials and
     the launch boundary cost: the plan's time minus the sum of its launches alone is the gap
     between them (negative where a launch alone reads from DRAM what, in the plan, the launch
     before it left in L2)."""
     import measure
+    _, launches, scratch = _prepared(ctx, plan, outs, stream)
     for st, (k, kargs, grid) in zip(best["stages"], launches):
         t = measure.device_time(lambda k=k, kargs=kargs, grid=grid: k.launch(kargs, grid, stream),
                                 ctx.args.warmup_ms, ctx.args.rep_ms)
         st["alone_median_ms"] = t["median_ms"]
+    del scratch
 
 
 def run_baseline(ctx, p, fn, out_fn=None, cold_s=None):
@@ -323,7 +363,6 @@ def main():
     import torch
     import triton
     import measure
-    import precompile
     import problems
 
     torch.cuda.init()
@@ -335,27 +374,83 @@ def main():
     log(t0, f"{env['gpu']}: code objects in {args.kernels}: " +
         (", ".join(f"{k} x{len(v)}" for k, v in sorted(objects.items())) or "none"))
 
-    tag = args.tag or env["gpu"].split()[-1].lower()
-    stem = f"{datetime.date.today().isoformat()}-{tag}"
-    for n in range(2, 100):  # never overwrite an earlier run of the same day
-        if not (pathlib.Path(args.out) / f"{stem}.json").exists():
-            break
-        stem = f"{datetime.date.today().isoformat()}-{tag}-{n}"
+    command = " ".join(["python3"] + [shlex.quote(a) for a in [os.path.relpath(sys.argv[0])] + sys.argv[1:]])
     items = [p for p in problems.plan(objects) if not args.only or any(s in p.name for s in args.only)]
+    if args.resume:
+        doc = json.loads(pathlib.Path(args.resume).read_text())
+        stem = pathlib.Path(args.resume).stem
+        left = {s["name"] for s in doc.get("skipped", [])}
+        items = [p for p in items if p.name in left]
+        doc["skipped"] = [s for s in doc["skipped"] if s["name"] not in {p.name for p in items}]
+        # This call's own copy measurements: its kernel/shapes' ratios use them (report.copy_ceiling_of).
+        doc.setdefault("resumed", []).append({"command": command, "date": datetime.date.today().isoformat(),
+                                              "environment": env, "copy": {}})
+        call, copies = len(doc["resumed"]), doc["resumed"][-1]["copy"]
+    else:
+        tag = args.tag or env["gpu"].split()[-1].lower()
+        stem = f"{datetime.date.today().isoformat()}-{tag}"
+        for n in range(2, 100):  # never overwrite an earlier run of the same day
+            if not (pathlib.Path(args.out) / f"{stem}.json").exists():
+                break
+            stem = f"{datetime.date.today().isoformat()}-{tag}-{n}"
+        doc = new_document(args, env, command, items)
+        call, copies = 0, doc["copy"]
     log(t0, f"{len(items)} kernel/shapes, time budget {args.time_budget:g} s: " + ", ".join(p.name for p in items))
+
+    def save():
+        return report.write(doc, args.out, stem)
+
+    workers = precompile_workers(args)
+    warm = {}
+    if workers > 0:
+        tasks = [(p, args.seed + i, p.compile_mode_auto if args.compile_mode == "auto" else args.compile_mode,
+                  "torch_compile" not in args.skip, "triton" not in args.skip) for i, p in enumerate(items)]
+        warm = precompile.precompile([t for t in tasks if t[3] or t[4]], workers, lambda m: log(t0, m))
+
+    try:
+        copies["start"] = measure.copy_bandwidth(args.copy_gib * 2**30, args.warmup_ms, args.rep_ms, DEVICE)
+        log(t0, f"device copy: {copies['start']['tbps']:.3f} TB/s")
+        ctx = Context(args, torch, device, objects)
+        ctx.warm = warm
+        if call == 0:
+            try:
+                doc["host_launch"] = host_launch(ctx)
+            except Exception as ex:
+                doc["host_launch"] = {"error": error_text(ex)}
+            log(t0, f"host launch: {doc['host_launch']}")
+        run_items(ctx, doc, items, call, t0, save)
+        copies["end"] = measure.copy_bandwidth(args.copy_gib * 2**30, args.warmup_ms, args.rep_ms, DEVICE)
+        log(t0, f"device copy at the end: {copies['end']['tbps']:.3f} TB/s")
+    finally:
+        md = save()
+        print(md, flush=True)
+        log(t0, f"wrote {pathlib.Path(args.out) / stem}.json, .md, .png")
+
+
+def precompile_workers(args):
+    return precompile.default_workers() if args.precompile_workers is None else args.precompile_workers
+
+
+def new_document(args, env, command, items):
+    """A run's document before its measurements: what it runs on and how it measures."""
     smallest = min((p.min_bytes() for p in items), default=0)
-    doc = {
-        "schema": 1, "date": datetime.date.today().isoformat(),
-        "command": " ".join(["python3"] + [shlex.quote(a) for a in [os.path.relpath(sys.argv[0])] + sys.argv[1:]]),
-        "environment": env,
+    workers = precompile_workers(args)
+    return {
+        "schema": 1, "date": datetime.date.today().isoformat(), "command": command, "environment": env,
         "method": {
             "timing": f"triton.testing.do_bench, median of the reps (warmup {args.warmup_ms:g} ms, rep "
-                      f"{args.rep_ms:g} ms), CUDA events, L2 cleared (256 MB buffer zeroed) before every rep",
+                      f"{args.rep_ms:g} ms), CUDA events, L2 cleared (256 MB buffer zeroed) before every rep"
+                      + (f"; where ours has more than {args.finalists} plans, each is first timed over "
+                         f"{args.screen_ms:g} ms of reps and the {args.finalists} fastest that passed are timed in full"
+                         if args.screen_ms > 0 else ""),
             "torch_compile": (f"mode={args.compile_mode}" if args.compile_mode != "auto" else
                               "mode=max-autotune-no-cudagraphs for the forward kernels, default for the backward "
                               "kernels and the packers (--compile-mode auto)")
                              + "; dynamic=False, fullgraph=True, recompiled per shape; the packers compile the "
                                "unchunked PyTorch packer, eager runs it over chunks of rows",
+            "precompile": (f"the baselines compiled first by {workers} worker processes (bench/precompile.py), their "
+                           "first calls here then from the on-disk caches; the cold first calls are the workers'"
+                           if workers > 0 else "none: each baseline compiles on its first call here"),
             "inputs": f"random (like the GPU tests), fresh per shape, not rotated: the smallest working set is "
                       f"{smallest / 1e6:.0f} MB against {env.get('l2_mb', '?')} MB of L2, and every rep starts "
                       "after the L2 clear",
@@ -376,67 +471,45 @@ def main():
         "copy": {}, "results": [], "skipped": [],
     }
 
-    def save():
-        return report.write(doc, args.out, stem)
 
-    workers = precompile.default_workers() if args.precompile_workers is None else args.precompile_workers
-    warm = {}
-    if workers > 0:
-        tasks = [(p, args.seed + i, p.compile_mode_auto if args.compile_mode == "auto" else args.compile_mode,
-                  "torch_compile" not in args.skip, "triton" not in args.skip) for i, p in enumerate(items)]
-        warm = precompile.precompile([t for t in tasks if t[3] or t[4]], workers, lambda m: log(t0, m))
-    doc["method"]["precompile"] = (
-        f"the baselines compiled first by {workers} worker processes (bench/precompile.py), their first calls "
-        "here then from the on-disk caches; the cold first calls are the workers'" if workers > 0 else
-        "none: each baseline compiles on its first call here")
-
-    try:
-        doc["copy"]["start"] = measure.copy_bandwidth(args.copy_gib * 2**30, args.warmup_ms, args.rep_ms, DEVICE)
-        log(t0, f"device copy: {doc['copy']['start']['tbps']:.3f} TB/s")
-        ctx = Context(args, torch, device, objects)
+def run_items(ctx, doc, items, call, t0, save):
+    """Runs the kernel/shapes in order into doc["results"] (each marked with `call`, the index of the
+    call that measured it: 0 for the first, n for the n-th --resume), saving after each; those
+    that would end past the time budget are listed in doc["skipped"] instead."""
+    args = ctx.args
+    durations = {}  # kernel -> seconds of each of its shapes so far
+    for i, p in enumerate(items):
+        elapsed = time.perf_counter() - t0
+        # The same kernel's longest shape after its first (which pays the one-time compiles), else
+        # its first; for a kernel not run yet, the longest shape of any, at least 30 s.
+        seen = durations.get(p.kernel)
+        if seen:
+            expected = max(seen[1:] or seen)
+        else:
+            expected = max([30.0] + [d for ds in durations.values() for d in ds])
+        if elapsed + expected > args.time_budget:
+            doc["skipped"].append({"name": p.name, "why": f"time budget {args.time_budget:g} s; run it with "
+                                                          f"--only {p.name}, or all of them with --resume"})
+            log(t0, f"skip {p.name} (time budget)")
+            continue
+        start = time.perf_counter()
         try:
-            doc["host_launch"] = host_launch(ctx)
+            rec = run_problem(ctx, p, args.seed + i, ctx.warm.get(p.name))
         except Exception as ex:
-            doc["host_launch"] = {"error": error_text(ex)}
-        log(t0, f"host launch: {doc['host_launch']}")
-        durations = {}  # kernel -> seconds of each of its shapes so far
-        for i, p in enumerate(items):
-            elapsed = time.perf_counter() - t0
-            # The same kernel's longest shape after its first (which pays the one-time compiles), else
-            # its first; for a kernel not run yet, the longest shape of any, at least 30 s.
-            seen = durations.get(p.kernel)
-            if seen:
-                expected = max(seen[1:] or seen)
-            else:
-                expected = max([30.0] + [d for ds in durations.values() for d in ds])
-            if elapsed + expected > args.time_budget:
-                doc["skipped"].append({"name": p.name, "why": f"time budget {args.time_budget:g} s; run it with "
-                                                              f"--only {p.name}"})
-                log(t0, f"skip {p.name} (time budget)")
-                continue
-            start = time.perf_counter()
-            try:
-                rec = run_problem(ctx, p, args.seed + i, warm.get(p.name))
-            except Exception as ex:
-                traceback.print_exc()
-                rec = {"name": p.name, "kernel": p.kernel, "family": p.family, "label": p.label, "shape": p.shape,
-                       "tokens": p.tokens, "min_bytes": p.min_bytes(), "copy_target": p.copy_target, "impls": {},
-                       "error": error_text(ex)}
-            rec["seconds"] = time.perf_counter() - start
-            durations.setdefault(p.kernel, []).append(rec["seconds"])
-            doc["results"].append(rec)
-            report.finalize(doc)
-            ours = rec["impls"].get("mxfp6c", {})
-            log(t0, f"{p.name}: ours {ours.get('tbps') or 0:.3f} TB/s ({ours.get('config')}, ok={ours.get('ok')}); "
-                    + ", ".join(f"{b} {(rec['impls'].get(b) or {}).get('tbps') or 0:.3f}" for b in report.BASELINES)
-                    + f" [{rec['seconds']:.0f} s]")
-            save()
-        doc["copy"]["end"] = measure.copy_bandwidth(args.copy_gib * 2**30, args.warmup_ms, args.rep_ms, DEVICE)
-        log(t0, f"device copy at the end: {doc['copy']['end']['tbps']:.3f} TB/s")
-    finally:
-        md = save()
-        print(md, flush=True)
-        log(t0, f"wrote {pathlib.Path(args.out) / stem}.json, .md, .png")
+            traceback.print_exc()
+            rec = {"name": p.name, "kernel": p.kernel, "family": p.family, "label": p.label, "shape": p.shape,
+                   "tokens": p.tokens, "min_bytes": p.min_bytes(), "copy_target": p.copy_target, "impls": {},
+                   "error": error_text(ex)}
+        rec["seconds"] = time.perf_counter() - start
+        rec["call"] = call
+        durations.setdefault(p.kernel, []).append(rec["seconds"])
+        doc["results"].append(rec)
+        report.finalize(doc)
+        ours = rec["impls"].get("mxfp6c", {})
+        log(t0, f"{p.name}: ours {ours.get('tbps') or 0:.3f} TB/s ({ours.get('config')}, ok={ours.get('ok')}); "
+                + ", ".join(f"{b} {(rec['impls'].get(b) or {}).get('tbps') or 0:.3f}" for b in report.BASELINES)
+                + f" [{rec['seconds']:.0f} s]")
+        save()
 
 
 if __name__ == "__main__":

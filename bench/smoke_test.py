@@ -434,6 +434,16 @@ def report_verdicts():
     # Its TB/s comes from the same p10: 4e8 bytes in 0.09 ms.
     assert abs(fast_tenth["impls"]["triton"]["tbps"] - 4e8 / 0.09e-3 / 1e12) < 1e-9, fast_tenth["impls"]["triton"]
     assert doc["host_launch"]["verdict_python_op"] == "pass"
+    # A kernel/shape measured by a --resume call is judged against that call's copy (4.0 TB/s here):
+    # 4 TB/s is then 100 % of copy, not the 95 % of the first call's 4.2.
+    resumed = synthetic_doc()
+    resumed["resumed"] = [{"command": "python3 bench/run.py --resume x.json",
+                           "copy": {"start": {"tbps": 3.9}, "end": {"tbps": 4.0}}}]
+    resumed["results"][0]["call"] = 1
+    resumed = report.finalize(resumed)
+    assert abs(resumed["results"][0]["impls"]["mxfp6c"]["copy_ratio"] - 1.0) < 1e-9, resumed["results"][0]
+    assert abs(resumed["results"][1]["impls"]["mxfp6c"]["copy_ratio"] - 2 / 4.2) < 1e-9, resumed["results"][1]
+    assert "Resumed (call 1" in report.markdown(resumed)
     with tempfile.TemporaryDirectory() as d:
         spread = synthetic_doc()
         spread["results"][0]["impls"]["triton"].update(p10_ms=0.25, p90_ms=0.4)
