@@ -7,7 +7,9 @@ bounds; the MXFP6 packers bit for bit against the spec's encoder).
     python3 bench/run.py --out bench/results
 
 writes <date>-<gpu>.json, .md and .png into --out (after every kernel/shape, so a run cut short
-keeps what it finished) and prints the Markdown table. bench/README.md says what each column means.
+keeps what it finished) and prints the Markdown table. A run that stops at its time budget lists
+the kernel/shapes it skipped; `--resume <that>.json` in another process runs them and completes
+the same files. bench/README.md says what each column means.
 """
 import argparse
 import datetime
