@@ -1406,8 +1406,8 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
              "R = T*H, C = 3*H*128; the dw partials (2*(T/32)*H*128*4 bytes written, then read back by the "
              "reduction) are overhead, not counted")
 
-    def __init__(self, rows, fmt, mode="RCEIL", layout="megatron"):
-        super().__init__(rows, layout)
+    def __init__(self, rows, fmt, mode="RCEIL", layout="megatron", sequence_major=False):
+        super().__init__(rows, layout, sequence_major)
         assert self.T % 32 == 0, "tokens in blocks of 32"
         assert fmt in mxfp6_spec.FORMATS and mode in mxfp6_spec.MODES
         self.fmt, self.mode = fmt, mode
@@ -1415,7 +1415,7 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
         self.partials = self.T // 32 * self.heads
         self.family = (f"norm+RoPE bwd + dual MXFP6 pack{' + bf16 d(mixed_qkv)' if self.BF16_OUT else ''} "
                        f"{fmt} {mode}")
-        self.name = f"{self.kernel}:{fmt}:rows={rows}:{layout}"
+        self.name = f"{self.kernel}:{fmt}:rows={rows}:{layout}{self.order_suffix}"
         self.shape = {**self.shape, "C": self.C, "format": fmt, "scale_mode": mode, "partials": self.partials}
 
     def min_bytes(self):
@@ -1560,8 +1560,14 @@ def plan(objects=None):
         return [cls(T, C, fmt) for cls in (MxPackRows, MxPackCols, MxPackDual) for C in widths
                 for fmt in ("E3M2", "E2M3") if C == 3072 or objects is None or _has_pack(objects, cls, C, fmt)]
 
-    def prologues(rows):
-        return [cls(rows, fmt) for cls in (NormRopeQkvBwdPack, NormRopeQkvBwdPackBf16) for fmt in ("E3M2", "E2M3")]
+    def prologues(rows, variants=False):
+        """Both kernels and formats in the Megatron layout; with variants, also the blocked layout and
+        sequence-major tokens (E3M2, the kernel without bf16 output)."""
+        items = [cls(rows, fmt) for cls in (NormRopeQkvBwdPack, NormRopeQkvBwdPackBf16) for fmt in ("E3M2", "E2M3")]
+        if variants:
+            items += [NormRopeQkvBwdPack(rows, "E3M2", layout="blocked"),
+                      NormRopeQkvBwdPack(rows, "E3M2", sequence_major=True)]
+        return items
 
     items = []
     for T in (16384, 32768):
@@ -1571,7 +1577,7 @@ def plan(objects=None):
                    NormRopeSlice(R), NormRopeSlice(R, sequence_major=True),
                    LnModulateBwd(T), LnModulateBwd(T, layout="sbd"), LnModulateBwdPerToken(T),
                    NormRopeQkvBwd(R), NormRopeQkvBwd(R, "blocked"), NormRopeSliceBwd(R)]
-                  + packs(T, (3072,)) + prologues(R))
+                  + packs(T, (3072,)) + prologues(R, variants=True))
     for T in (16384, 32768):
         items += packs(T, PACK_WIDTHS[1:])
     items += [LnModulate(4096), LnModulatePerToken(4096), NormRopeQkv(98304, "megatron"),
