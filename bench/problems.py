@@ -520,16 +520,21 @@ class LnModulate(Problem):
         self.args = None
 
 
-class LnModulatePerToken(LnModulate):
+class _PerTokenModulation:
+    """Per-token modulation as the per-sample problem with one token per sample (B = T): what the
+    baselines take, and what the checks compare against."""
+
+    def __init__(self, tokens):
+        super().__init__(tokens, tokens_per_sample=1)
+        self.shape = {"T": tokens, "D": self.D, "modulation": "per token"}
+
+
+class LnModulatePerToken(_PerTokenModulation, LnModulate):
     """LN-modulate forward, per-token modulation: scale and shift [T, D], a row per token. The
     baselines take it as per-sample modulation with one token per sample (sample_div = 1, B = T)."""
     kernel = "ln_modulate_fwd_per_token"
     family = "LN-modulate fwd, per-token"
     BYTES = "2*T*D (x) + 2*2*T*D (scale, shift) + 2*T*D (y) + 2*4*T (mean, rstd)"
-
-    def __init__(self, tokens):
-        super().__init__(tokens, tokens_per_sample=1)
-        self.shape = {"T": tokens, "D": self.D, "modulation": "per token"}
 
     def plans(self, objects):
         return Problem.plans(self, objects)
@@ -564,6 +569,10 @@ class _NormRopeBase(Problem):
 
     def _weight(self, g, device):
         return (1 + 0.2 * torch.randn(HEAD_DIM, generator=g, device=device)).to(BF16)
+
+    def _k_slice(self, mixed):
+        """K of a Megatron [T, H, 3, 128] mixed_qkv: strides (3*H*128, 3*128, 1)."""
+        return mixed.view(self.T, self.heads, 3, HEAD_DIM)[:, :, 1]
 
     def _empty_rows(self, dtype, like):
         shape = (self.T, self.heads, HEAD_DIM) if dtype == BF16 else (self.T, self.heads)
@@ -647,9 +656,9 @@ class NormRopeSlice(_NormRopeBase):
         return R * HEAD_DIM * 2 + HEAD_DIM * 2 + 2 * S * PAIRS * 4 + R * HEAD_DIM * 2 + R * 4
 
     def make(self, device, seed):
-        g, T, H = _generator(device, seed), self.T, self.heads
+        g = _generator(device, seed)
         self.mixed = self._mixed_qkv(g, device)
-        x = self.mixed.view(T, H, 3, HEAD_DIM)[:, :, 1]  # strides (3*H*128, 3*128, 1)
+        x = self._k_slice(self.mixed)
         cos, sin = _rope_table(self.positions, g, device)
         self.args = (x, self._weight(g, device), cos, sin, self.pos_div, EPS)
 
@@ -803,7 +812,7 @@ class LnModulateBwd(Problem):
         self.args = None
 
 
-class LnModulateBwdPerToken(LnModulateBwd):
+class LnModulateBwdPerToken(_PerTokenModulation, LnModulateBwd):
     """LN-modulate backward, per-token modulation: scale [T, D]; dscale = g*xh and dshift = g, [T, D]
     elementwise, so one launch of ln_modulate_bwd_per_token and no partials. The baselines take it as
     per-sample modulation with one token per sample (S = 1, B = T)."""
@@ -811,10 +820,6 @@ class LnModulateBwdPerToken(LnModulateBwd):
     stage_kernels = None
     family = "LN-modulate bwd, per-token"
     BYTES = "2*T*D (g) + 2*T*D (x) + 2*T*D (scale) + 2*4*T (mean, rstd) + 2*T*D (dx) + 2*2*T*D (dscale, dshift)"
-
-    def __init__(self, tokens):
-        super().__init__(tokens, tokens_per_sample=1)
-        self.shape = {"T": tokens, "D": self.D, "modulation": "per token"}
 
     def plans(self, objects):
         def values(outs, scratch):
@@ -1036,9 +1041,6 @@ class NormRopeSliceBwd(_NormRopeBase):
     def min_bytes(self):
         R, S = self.rows, self.positions
         return 3 * R * HEAD_DIM * 2 + R * 4 + HEAD_DIM * 2 + 2 * S * PAIRS * 4 + HEAD_DIM * 4
-
-    def _k_slice(self, mixed):
-        return mixed.view(self.T, self.heads, 3, HEAD_DIM)[:, :, 1]  # strides (3*H*128, 3*128, 1)
 
     def make(self, device, seed):
         """Drawn like NormRopeQkvBwd's K part: mixed_qkv rows with spreads U(0.25, 4), dy ~ N(0, 1),

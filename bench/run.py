@@ -395,7 +395,7 @@ def main():
             if not (pathlib.Path(args.out) / f"{stem}.json").exists():
                 break
             stem = f"{datetime.date.today().isoformat()}-{tag}-{n}"
-        doc = new_document(args, env, command, items)
+        doc = new_document(args, env, command, items, precompile_workers(args))
         call, copies = 0, doc["copy"]
     log(t0, f"{len(items)} kernel/shapes, time budget {args.time_budget:g} s: " + ", ".join(p.name for p in items))
 
@@ -433,10 +433,10 @@ def precompile_workers(args):
     return precompile.default_workers() if args.precompile_workers is None else args.precompile_workers
 
 
-def new_document(args, env, command, items):
-    """A run's document before its measurements: what it runs on and how it measures."""
+def new_document(args, env, command, items, workers):
+    """A run's document before its measurements: what it runs on and how it measures (workers: the
+    precompiling processes)."""
     smallest = min((p.min_bytes() for p in items), default=0)
-    workers = precompile_workers(args)
     return {
         "schema": 1, "date": datetime.date.today().isoformat(), "command": command, "environment": env,
         "method": {
