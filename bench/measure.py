@@ -1,14 +1,23 @@
 """Timing: device time of a callable, device copy bandwidth, host time per launch.
 
-Device time comes from triton.testing.do_bench: CUDA events around each rep, the driver's
-256 MB L2-clearing buffer zeroed before every rep (so no rep finds its inputs in L2), warmup and
-rep given in milliseconds. We keep summary statistics of all samples, and report the median.
+Device time is measured the way triton.testing.do_bench measures it -- CUDA events around each
+rep, a 256 MB buffer zeroed before every rep (so no rep finds its inputs in L2), warmup and reps
+given in milliseconds -- with one difference: before each rep's start event the stream also
+spins (torch.cuda._sleep) for longer than the host takes to issue the rep. do_bench leaves the
+device idle whenever the host is slower than the device (a baseline launched through Python
+layers, at the smaller shapes), so the host's launch time showed through some reps and moved a
+baseline's figure between runs by up to a third; with the head start every rep times the
+device's work alone, whatever launches it. We keep summary statistics of all samples, and
+report the median.
 """
 import statistics
 import time
 
 import torch
-import triton.testing
+
+L2_CLEAR_BYTES = 256 * 2**20
+HEAD_START_MIN_US = 20.0
+SPIN_CYCLES_PER_US = 2000  # above the H200's top SM clock (1.98 GHz): the spin outlasts the host
 
 
 def _summary(samples_ms):
@@ -18,16 +27,59 @@ def _summary(samples_ms):
             "max_ms": s[-1], "reps": len(s)}
 
 
+def host_us_per_rep(fn, calls=5):
+    """The host time of one call of fn (its launches issued, not waited for): the median of a few."""
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def device_times(fn, warmup_ms, rep_ms):
+    """fn's device time in ms, one sample per rep: L2 cleared, then a spin of twice the host's
+    time per call (at least HEAD_START_MIN_US), then the events around fn."""
+    fn()
+    torch.cuda.synchronize()
+    cache = torch.empty(L2_CLEAR_BYTES, dtype=torch.int8, device="cuda")
+    spin = int(max(HEAD_START_MIN_US, 2 * host_us_per_rep(fn)) * SPIN_CYCLES_PER_US)
+
+    def rep(start, end):
+        cache.zero_()
+        torch.cuda._sleep(spin)
+        start.record()
+        fn()
+        end.record()
+
+    # The reps' count from the time of a few whole reps, as do_bench does.
+    probe = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(5)]
+    t0 = time.perf_counter()
+    for start, end in probe:
+        rep(start, end)
+    torch.cuda.synchronize()
+    per_rep_ms = max((time.perf_counter() - t0) * 1e3 / len(probe), 1e-3)
+    for _ in range(max(1, int(warmup_ms / per_rep_ms))):
+        fn()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(max(1, int(rep_ms / per_rep_ms)))]
+    for start, end in events:
+        rep(start, end)
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in events]
+
+
 def device_time(fn, warmup_ms, rep_ms):
-    """Summary of fn's device time in ms over the reps do_bench made."""
-    try:
-        samples = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
-    except (TypeError, ValueError, AssertionError):  # an older do_bench without "all"
-        samples = None
-    if isinstance(samples, (list, tuple)) and samples:
-        return _summary(samples)
-    q = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.1, 0.9, 0.0, 1.0])
-    return {"median_ms": q[0], "p10_ms": q[1], "p90_ms": q[2], "min_ms": q[3], "max_ms": q[4], "reps": None}
+    """Summary of fn's device time in ms over the reps."""
+    return _summary(device_times(fn, warmup_ms, rep_ms))
+
+
+def quantiles_ms(fn, quantiles):
+    """do_bench's (fn, quantiles) interface on device_times (25 ms warmup, 100 ms of reps), for
+    triton.autotune(do_bench=...): the Triton baselines' tuners pick on the device time too."""
+    s = sorted(device_times(fn, 25, 100))
+    return [s[min(len(s) - 1, int(round(q * (len(s) - 1))))] for q in quantiles]
 
 
 def tbps(nbytes, ms):
@@ -40,7 +92,6 @@ def copy_bandwidth(nbytes, warmup_ms, rep_ms, device="cuda"):
     src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=device)
     dst = torch.empty_like(src)
     t = device_time(lambda: dst.copy_(src), warmup_ms, rep_ms)
-    del src, dst
     return {"bytes_moved": 2 * nbytes, **t, "tbps": tbps(2 * nbytes, t["median_ms"])}
 
 

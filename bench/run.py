@@ -43,9 +43,9 @@ def parse_args():
                          "the forward kernels, default for the backward kernels and the packers (max-autotune's "
                          "search over their graphs would not fit the time budget). No CUDA graphs in any mode, so "
                          "its time is kernel time like the others'")
-    ap.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warmup per implementation")
+    ap.add_argument("--warmup-ms", type=float, default=25.0, help="warmup per implementation (measure.device_time)")
     ap.add_argument("--rep-ms", type=float, default=100.0,
-                    help="do_bench repetition time per implementation (100 ms: hundreds of reps at the largest "
+                    help="repetition time per implementation (100 ms: hundreds of reps at the largest "
                          "shapes, each after the L2 clear)")
     ap.add_argument("--screen-ms", type=float, default=10.0,
                     help="where a kernel/shape has more plans of ours than --finalists, each is first timed over "
@@ -440,8 +440,10 @@ def new_document(args, env, command, items, workers):
     return {
         "schema": 1, "date": datetime.date.today().isoformat(), "command": command, "environment": env,
         "method": {
-            "timing": f"triton.testing.do_bench, median of the reps (warmup {args.warmup_ms:g} ms, rep "
-                      f"{args.rep_ms:g} ms), CUDA events, L2 cleared (256 MB buffer zeroed) before every rep"
+            "timing": f"measure.device_time: median of the reps (warmup {args.warmup_ms:g} ms, rep "
+                      f"{args.rep_ms:g} ms), CUDA events, L2 cleared (256 MB buffer zeroed) before every rep, "
+                      "then a spin of twice the host's time per call, so each rep times the device's work "
+                      "alone (the Triton baselines' autotuners time their configs the same way)"
                       + (f"; where ours has more than {args.finalists} plans, each is first timed over "
                          f"{args.screen_ms:g} ms of reps and the {args.finalists} fastest that passed are timed in full"
                          if args.screen_ms > 0 else ""),

@@ -8,15 +8,21 @@ the harness can poison them first and catch an unwritten element.
 import torch
 import triton
 import triton.language as tl
-import triton.testing
 
+import measure
 import mxfp6_spec
 from problems import mixed_matrix
 
 
+def _autotune(**kwargs):
+    """triton.autotune timing each config as the harness times everything (measure.device_times:
+    the device's time alone, whatever the launch path costs the host)."""
+    return triton.autotune(do_bench=measure.quantiles_ms, **kwargs)
+
+
 class _Tuner:
     """The fastest config of a multi-launch baseline per shape key: on a key's first call every
-    config runs once (compiles) and is timed with do_bench (short reps, all its launches
+    config runs once (compiles) and is timed by measure.device_time (short reps, all its launches
     together); later calls run the winner. best_config: the last call's config."""
 
     def __init__(self, configs):
@@ -30,7 +36,7 @@ class _Tuner:
             for cfg in self.configs:
                 try:
                     run(cfg)
-                    timings.append(triton.testing.do_bench(lambda: run(cfg), warmup=5, rep=25))
+                    timings.append(measure.device_time(lambda: run(cfg), 5, 25)["median_ms"])
                 except Exception as e:  # a config that does not fit (registers, shared memory)
                     timings.append(float("inf"))
                     last_error = e
@@ -47,13 +53,20 @@ class _Tuner:
 # a power of two, masked).
 
 @triton.jit
-def _ln_modulate_fwd_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, mean_ptr, rstd_ptr, T, B, sample_div, eps,
-                            D: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+def _row_tile(T, D: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+    """This program's ROWS rows of a [T, D] row-major tensor: the rows, the columns (D padded to a
+    power of two), which rows exist, the mask of the [ROWS, BLOCK_D] tile and its element offsets."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_D)
     row_ok = rows < T
     mask = row_ok[:, None] & (cols < D)[None, :]
-    offs = rows.to(tl.int64)[:, None] * D + cols[None, :]
+    return rows, cols, row_ok, mask, rows.to(tl.int64)[:, None] * D + cols[None, :]
+
+
+@triton.jit
+def _ln_modulate_fwd_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, mean_ptr, rstd_ptr, T, B, sample_div, eps,
+                            D: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+    rows, cols, row_ok, mask, offs = _row_tile(T, D, BLOCK_D, ROWS)
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=1) / D
     d = tl.where(mask, x - mean[:, None], 0.0)
@@ -67,7 +80,7 @@ def _ln_modulate_fwd_kernel(x_ptr, scale_ptr, shift_ptr, y_ptr, mean_ptr, rstd_p
     tl.store(rstd_ptr + rows, rstd, mask=row_ok)
 
 
-_ln_modulate_fwd_tuned = triton.autotune(
+_ln_modulate_fwd_tuned = _autotune(
     configs=[triton.Config({"ROWS": r}, num_warps=w, num_stages=1)
              for r, w in ((1, 4), (1, 8), (1, 16), (2, 8), (2, 16), (4, 16))],
     key=["T", "B", "sample_div"])(_ln_modulate_fwd_kernel)  # B: per-token modulation is B = T
@@ -145,9 +158,9 @@ def _norm_rope_qkv_fwd_kernel(qkv_ptr, qw_ptr, kw_ptr, qc_ptr, qs_ptr, kc_ptr, k
 
 _NORM_ROPE_CONFIGS = [triton.Config({"ROWS": r}, num_warps=w, num_stages=1)
                       for r, w in ((8, 2), (16, 4), (32, 4), (32, 8), (64, 4), (64, 8))]
-_norm_rope_fwd_tuned = triton.autotune(
+_norm_rope_fwd_tuned = _autotune(
     configs=_NORM_ROPE_CONFIGS, key=["n_rows", "token_stride", "head_stride", "pos_div"])(_norm_rope_fwd_kernel)
-_norm_rope_qkv_fwd_tuned = triton.autotune(
+_norm_rope_qkv_fwd_tuned = _autotune(
     configs=_NORM_ROPE_CONFIGS, key=["n_rows", "token_stride", "part_stride", "head_stride", "pos_div"])(
     _norm_rope_qkv_fwd_kernel)
 
@@ -258,11 +271,7 @@ def ln_modulate_bwd(g, x, scale, mean, rstd, tokens_per_sample, sequence_major=F
 @triton.jit
 def _ln_modulate_bwd_per_token_kernel(g_ptr, x_ptr, scale_ptr, mean_ptr, rstd_ptr, dx_ptr, ds_ptr, dh_ptr, T,
                                       D: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK_D)
-    row_ok = rows < T
-    mask = row_ok[:, None] & (cols < D)[None, :]
-    offs = rows.to(tl.int64)[:, None] * D + cols[None, :]
+    rows, cols, row_ok, mask, offs = _row_tile(T, D, BLOCK_D, ROWS)
     graw = tl.load(g_ptr + offs, mask=mask, other=0.0)
     gv = graw.to(tl.float32)
     r = tl.load(rstd_ptr + rows, mask=row_ok, other=0.0)[:, None]
@@ -276,7 +285,7 @@ def _ln_modulate_bwd_per_token_kernel(g_ptr, x_ptr, scale_ptr, mean_ptr, rstd_pt
     tl.store(dh_ptr + offs, graw, mask=mask)
 
 
-_ln_modulate_bwd_per_token_tuned = triton.autotune(
+_ln_modulate_bwd_per_token_tuned = _autotune(
     configs=[triton.Config({"ROWS": r}, num_warps=w, num_stages=1)
              for r, w in ((1, 4), (1, 8), (1, 16), (2, 8), (2, 16), (4, 16))],
     key=["T"])(_ln_modulate_bwd_per_token_kernel)
@@ -495,7 +504,7 @@ def _mxfp6_pack_rows_kernel(x_ptr, data_ptr, scale_ptr, n_blocks, EMAX: tl.const
     tl.store(scale_ptr + blk, scale.to(tl.uint8), mask=ok)
 
 
-_mxfp6_pack_rows_tuned = triton.autotune(
+_mxfp6_pack_rows_tuned = _autotune(
     configs=[triton.Config({"NB": nb}, num_warps=w, num_stages=1)
              for nb, w in ((8, 1), (16, 2), (32, 2), (32, 4), (64, 4), (64, 8))],
     key=["n_blocks", "EMAX", "TH"])(_mxfp6_pack_rows_kernel)
@@ -591,9 +600,9 @@ def _mxfp6_pack_dual_kernel(x_ptr, row_data_ptr, row_scale_ptr, col_data_ptr, co
 
 _MXFP6_TILE_CONFIGS = [triton.Config({"BLOCK_C": c}, num_warps=w, num_stages=1)
                        for c, w in ((32, 2), (32, 4), (64, 4), (64, 8), (128, 4), (128, 8))]
-_mxfp6_pack_cols_tuned = triton.autotune(configs=_MXFP6_TILE_CONFIGS, key=["RB", "C", "EMAX", "TH"])(
+_mxfp6_pack_cols_tuned = _autotune(configs=_MXFP6_TILE_CONFIGS, key=["RB", "C", "EMAX", "TH"])(
     _mxfp6_pack_cols_kernel)
-_mxfp6_pack_dual_tuned = triton.autotune(configs=_MXFP6_TILE_CONFIGS, key=["RB", "C", "EMAX", "TH"])(
+_mxfp6_pack_dual_tuned = _autotune(configs=_MXFP6_TILE_CONFIGS, key=["RB", "C", "EMAX", "TH"])(
     _mxfp6_pack_dual_kernel)
 
 
