@@ -68,6 +68,10 @@ def parse_args():
                     help="a run's JSON that stopped at its time budget: run the kernel/shapes it skipped (and match "
                          "--only, if given) and add them to it, writing its files again into --out under its name; "
                          "each kernel/shape keeps the copy bandwidth of the call that measured it")
+    ap.add_argument("--rerun", action="append", default=[], metavar="NAME",
+                    help="with --resume: also measure again the kernel/shapes whose name contains NAME "
+                         "(repeatable), each new record taking the old one's place (the old one is kept in the "
+                         "JSON under \"replaced\"); for code objects built after the run")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
     return ap.parse_args()
@@ -382,11 +386,13 @@ def main():
         doc = json.loads(pathlib.Path(args.resume).read_text())
         stem = pathlib.Path(args.resume).stem
         left = {s["name"] for s in doc.get("skipped", [])}
-        items = [p for p in items if p.name in left]
+        measured = {r["name"] for r in doc["results"]}
+        rerun = [p.name for p in items if p.name in measured and any(s in p.name for s in args.rerun)]
+        items = [p for p in items if p.name in left or p.name in rerun]
         doc["skipped"] = [s for s in doc["skipped"] if s["name"] not in {p.name for p in items}]
         # This call's own copy measurements: its kernel/shapes' ratios use them (report.copy_ceiling_of).
         doc.setdefault("resumed", []).append({"command": command, "date": datetime.date.today().isoformat(),
-                                              "environment": env, "copy": {}})
+                                              "environment": env, "copy": {}, "rerun": rerun})
         call, copies = len(doc["resumed"]), doc["resumed"][-1]["copy"]
     else:
         tag = args.tag or env["gpu"].split()[-1].lower()
@@ -507,7 +513,13 @@ def run_items(ctx, doc, items, call, t0, save):
         rec["seconds"] = time.perf_counter() - start
         rec["call"] = call
         durations.setdefault(p.kernel, []).append(rec["seconds"])
-        doc["results"].append(rec)
+        # A kernel/shape measured again (--rerun) takes its old record's place; the old one is kept.
+        at = next((j for j, r in enumerate(doc["results"]) if r["name"] == rec["name"]), None)
+        if at is None:
+            doc["results"].append(rec)
+        else:
+            doc.setdefault("replaced", []).append(doc["results"][at])
+            doc["results"][at] = rec
         report.finalize(doc)
         ours = rec["impls"].get("mxfp6c", {})
         log(t0, f"{p.name}: ours {ours.get('tbps') or 0:.3f} TB/s ({ours.get('config')}, ok={ours.get('ok')}); "

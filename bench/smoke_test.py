@@ -444,6 +444,9 @@ def report_verdicts():
     assert abs(resumed["results"][0]["impls"]["mxfp6c"]["copy_ratio"] - 1.0) < 1e-9, resumed["results"][0]
     assert abs(resumed["results"][1]["impls"]["mxfp6c"]["copy_ratio"] - 2 / 4.2) < 1e-9, resumed["results"][1]
     assert "Resumed (call 1" in report.markdown(resumed)
+    resumed["resumed"][0]["rerun"] = [resumed["results"][0]["name"]]
+    assert f"measured again (earlier records under \"replaced\" in the JSON): {resumed['results'][0]['name']}" \
+        in report.markdown(resumed)
     with tempfile.TemporaryDirectory() as d:
         spread = synthetic_doc()
         spread["results"][0]["impls"]["triton"].update(p10_ms=0.25, p90_ms=0.4)
