@@ -360,13 +360,20 @@ def find_code_objects(folder, kernel=None, target=None, recursive=False):
     return found
 
 
+TAG_ORDER = ("W", "HB", "GB", "P", "ROWS", "THREADS", "VEC", "PREFETCH", "STAGE", "SERIAL", "ASYNC", "MINPROGS",
+             "INTERLEAVE", "PREDICATE", "OVERLAP")
+TAG_IDLE = {"MINPROGS": 0, "INTERLEAVE": 1, "OVERLAP": 1}  # shown only where they ask for something
+
+
 def config_tag(metadata):
     """"ROWS=8,THREADS=16,VEC=8": the tunables (specializations such as D left out; W: a packer tile width;
-    GB: blocks of rows per program of the scales' transpose; P: programs per sample of a sample-walking kernel; MINPROGS and
-    INTERLEAVE only where they ask for something)."""
+    GB: blocks of rows per program of the scales' transpose; P: programs per sample of a sample-walking kernel; MINPROGS,
+    INTERLEAVE and OVERLAP only where they ask for something). The tunables are those the metadata lists (mxfp6c writes
+    them), the usual ones in TAG_ORDER, any other after them in declaration order -- so a probe's own tunable
+    tells its objects apart from the kept ones; metadata without the list: TAG_ORDER's names alone."""
     config = metadata.get("config", {})
-    idle = {"MINPROGS": 0, "INTERLEAVE": 1}
-    keys = [k for k in ("W", "HB", "GB", "P", "ROWS", "THREADS", "VEC", "PREFETCH", "STAGE", "SERIAL", "ASYNC", "MINPROGS",
-                        "INTERLEAVE", "PREDICATE")
-            if k in config and config[k] != idle.get(k)] or sorted(config)
+    declared = metadata.get("tunables")
+    names = [k for k in TAG_ORDER if declared is None or k in declared]
+    names += [k for k in declared or () if k not in TAG_ORDER]
+    keys = [k for k in names if k in config and config[k] != TAG_IDLE.get(k)] or sorted(config)
     return ",".join(f"{k}={config[k]}" for k in keys)

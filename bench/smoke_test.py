@@ -192,6 +192,22 @@ def metadata_packs(folder):
             pass
 
 
+def config_tags(folder):
+    """The label of every built schedule is the same read from the tunables mxfp6c lists as from
+    the fixed names alone (the labels of earlier runs stay comparable), and a tunable only a probe
+    declares shows in it."""
+    objects = mxfp6rt.find_code_objects(folder, recursive=True)
+    assert objects and all("tunables" in meta for _, meta in objects), "metadata without its tunables"
+    for path, meta in objects:
+        fixed = {k: v for k, v in meta.items() if k != "tunables"}
+        assert mxfp6rt.config_tag(meta) == mxfp6rt.config_tag(fixed), path
+    probe = {"config": {"C": 9216, "FMT": 1, "W": 128, "THREADS": 256, "MINPROGS": 0, "BASE": 1},
+             "tunables": ["W", "THREADS", "MINPROGS", "BASE"]}
+    assert mxfp6rt.config_tag(probe) == "W=128,THREADS=256,BASE=1", mxfp6rt.config_tag(probe)
+    del probe["tunables"]
+    assert mxfp6rt.config_tag(probe) == "W=128,THREADS=256", mxfp6rt.config_tag(probe)
+
+
 class FakeLaunch(ctypes.Structure):
     """tests/runtime/fake_launch.h: what the fake driver's last cuLaunchKernel(Ex) received."""
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
@@ -484,6 +500,7 @@ def main():
         case("packers at C != 3072 only in the benchmark's subfolder", lambda: wide_packers(args.kernels))
         case("every prologue code object has its _bf16 twin beside it", lambda: prologue_twins(args.kernels))
         case("every code object's params pack from tensors", lambda: params_pack(args.kernels))
+        case("schedule labels from the declared tunables", lambda: config_tags(args.kernels))
         if args.fake_driver and pathlib.Path(args.lib).is_file():
             case("launches from tensors reach the fake driver as the compiled ABI",
                  lambda: tensors_through_fake_driver(args.lib, args.fake_driver, args.kernels))

@@ -155,6 +155,9 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   nlohmann::ordered_json config = nlohmann::ordered_json::object();
   for (const auto& [k, v] : kernel.config) config[k] = v;
   j["config"] = config;
+  // Which of config's keys are tunables (the rest are specialized sizes and variants): what a
+  // schedule's label shows.
+  j["tunables"] = kernel.tunables;
   if (std::optional<Json> rows = rowsEntry(kernel)) {
     j["params"] = paramsEntry(kernel);
     j["rows"] = *rows;

@@ -141,6 +141,7 @@ class Lowerer {
     dimArgs_.assign(kernel_.runtimeDims.size(), -1);
     kernel_.config = bindings_;
     for (const ast::TunableDecl& t : decl_.tunables) {
+      kernel_.tunables.push_back(t.name);
       int64_t v = bindings_.at(t.name);
       if (t.name == "ROWS") kernel_.rowsPerProgram = v;
       if (t.name == "THREADS") kernel_.threadsPerRow = v;

@@ -168,6 +168,7 @@ struct Kernel {
                                              // when the extent is a compile-time constant:
   std::vector<int64_t> rowConstExtents;      // parallel to rowDims; used where rowDims[i] == -1
   std::map<std::string, int64_t> config;     // every specialized size and tunable, bound
+  std::vector<std::string> tunables;         // the keys of config that are tunables, declaration order
   int64_t rowsPerProgram = 1;                // ROWS
   int64_t threadsPerRow = 1;                 // THREADS
   int64_t vectorWidth = 1;                   // VEC

@@ -117,6 +117,12 @@ TEST_F(LnModulateCodeObject, MetadataDescribesTheLaunch) {
   EXPECT_EQ(j["rows_per_program"], 1);
   EXPECT_EQ(j["alignment"], 16);  // VEC=8 bf16 = 16-byte accesses
   EXPECT_EQ(j["config"]["D"], 3072);
+  // The tunables among config's keys, in the order ln_modulate.mxk declares them: D is a
+  // specialized size, not one of them.
+  std::vector<std::string> tunables;
+  for (const auto& t : j["tunables"]) tunables.push_back(t);
+  EXPECT_EQ(tunables, (std::vector<std::string>{"ROWS", "THREADS", "VEC", "SERIAL", "ASYNC"}));
+  for (const std::string& t : tunables) EXPECT_TRUE(j["config"].contains(t)) << t;
 }
 
 // Runtime strides of 16-byte accesses must be multiples of 8 bf16 elements; the metadata says
