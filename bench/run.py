@@ -74,7 +74,10 @@ def parse_args():
                          "JSON under \"replaced\"); for code objects built after the run")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
-    return ap.parse_args()
+    args = ap.parse_args()
+    if args.rerun and not args.resume:
+        ap.error("--rerun replaces records of an earlier run: it needs --resume <that run>.json")
+    return args
 
 
 def log(t0, msg):
