@@ -20,11 +20,14 @@ HEAD_START_MIN_US = 20.0
 SPIN_CYCLES_PER_US = 2000  # above the H200's top SM clock (1.98 GHz): the spin outlasts the host
 
 
+def _quantile(sorted_ms, f):
+    return sorted_ms[min(len(sorted_ms) - 1, int(round(f * (len(sorted_ms) - 1))))]
+
+
 def _summary(samples_ms):
     s = sorted(samples_ms)
-    pick = lambda f: s[min(len(s) - 1, int(round(f * (len(s) - 1))))]
-    return {"median_ms": statistics.median(s), "p10_ms": pick(0.1), "p90_ms": pick(0.9), "min_ms": s[0],
-            "max_ms": s[-1], "reps": len(s)}
+    return {"median_ms": statistics.median(s), "p10_ms": _quantile(s, 0.1), "p90_ms": _quantile(s, 0.9),
+            "min_ms": s[0], "max_ms": s[-1], "reps": len(s)}
 
 
 def host_us_per_rep(fn, calls=5):
@@ -40,9 +43,8 @@ def host_us_per_rep(fn, calls=5):
 
 def device_times(fn, warmup_ms, rep_ms):
     """fn's device time in ms, one sample per rep: L2 cleared, then a spin of twice the host's
-    time per call (at least HEAD_START_MIN_US), then the events around fn."""
-    fn()
-    torch.cuda.synchronize()
+    time per call (at least HEAD_START_MIN_US; the median of a few calls, so a first call that
+    compiles does not count), then the events around fn."""
     cache = torch.empty(L2_CLEAR_BYTES, dtype=torch.int8, device="cuda")
     spin = int(max(HEAD_START_MIN_US, 2 * host_us_per_rep(fn)) * SPIN_CYCLES_PER_US)
 
@@ -79,7 +81,7 @@ def quantiles_ms(fn, quantiles):
     """do_bench's (fn, quantiles) interface on device_times (25 ms warmup, 100 ms of reps), for
     triton.autotune(do_bench=...): the Triton baselines' tuners pick on the device time too."""
     s = sorted(device_times(fn, 25, 100))
-    return [s[min(len(s) - 1, int(round(q * (len(s) - 1))))] for q in quantiles]
+    return [_quantile(s, q) for q in quantiles]
 
 
 def tbps(nbytes, ms):

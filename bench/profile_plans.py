@@ -19,7 +19,7 @@ rep, so --launch-skip is not needed there. --triton-config ROWS=8,num_warps=2 ru
 instead of autotuning (for an @triton.autotune'd baseline).
 
 --l2 MODE (repeatable) also times every plan and baseline (median of 200 reps, CUDA events) with
-the L2 prepared before each rep: `dirty` zeroes a 256 MB buffer as the benchmark's do_bench does
+the L2 prepared before each rep: `dirty` zeroes a 256 MB buffer as the benchmark's timing does
 (the L2 left full of lines to write back), `clean` reads one (the L2 full of clean lines), `none`
 leaves it as the previous rep left it. It tells a kernel slowed by write-backs from one slow anyway.
 """
