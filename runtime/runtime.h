@@ -213,6 +213,8 @@ struct KernelSignature {
 ///     "alignment": 16,                      // bytes every pointer argument must be aligned to
 ///                                           // (a power of two; 1 = no requirement)
 ///     "config": {"ROWS": 4, "THREADS": 64}, // optional: the bound specializations and tunables
+///     "tunables": ["ROWS", "THREADS"],      // optional, informational: which keys of config are
+///                                           // tunables, in declaration order
 ///     "params": [                           // optional (absent in metadata written before
 ///                                           // launches from tensors): every parameter in
 ///                                           // declaration order; "abi" must be these (ptr for a
