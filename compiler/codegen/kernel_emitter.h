@@ -130,6 +130,14 @@ class KernelEmitter {
   /// Whether the body of the loop opened by ForBegin `forId` has such a reduction.
   bool reducesAcrossWarpsIn(int forId) const;
   LogicalResult emitReduce(const kir::Op& op, int id);
+  // anchored_loads.cpp
+  /// ANCHOR = 1: the loads emitted before a reduction become inputs of its partial.
+  bool anchorsLoads() const;
+  /// Records load `id`, just emitted in the row body, for the next reduction to anchor.
+  void noteEmittedLoad(int id);
+  /// `partial` (an f32 in-thread partial) made to depend on every recorded load of the current
+  /// loop body, its bits unchanged.
+  Value anchorLoads(Value partial);
   /// Whether `op` must see the pending reductions' results (it uses one, or opens or closes a
   /// loop, where the barrier could not stay uniform).
   bool needsPendingReductions(const kir::Op& op) const;
@@ -381,6 +389,11 @@ class KernelEmitter {
   Value asyncBuffer_;                        // i8 shared buffer of the asynchronous copies (ASYNC)
   std::map<int, int64_t> asyncRegion_;       // ForBegin id -> byte offset of its two halves
   std::set<int> prefetched_;                 // loads whose values the pipelined loops carry
+  struct UnanchoredLoad {
+    int id;
+    Operation* loop;  // the scf.for whose body it is in; null: the row body
+  };
+  std::vector<UnanchoredLoad> unanchoredLoads_;  // ANCHOR: loads no reduction has anchored yet
 };
 
 

@@ -507,6 +507,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
       rowValid_ = slotValid_[rowSlot_[i]];
     }
     if (failed(emitOp(k_.ops[i], i))) return nullptr;
+    if (k_.ops[i].code == OpCode::Load) noteEmittedLoad(i);
   }
   for (const kir::Op& op : k_.ops) {
     if ((op.code == OpCode::Load && op.type.isVector()) ||

@@ -145,6 +145,7 @@ LogicalResult KernelEmitter::emitReduce(const kir::Op& op, int id) {
                                         arith::RemUIOp::create(b_, lane_, constI64(l.replicas)), constI64(0));
     partial = arith::SelectOp::create(b_, owner, partial, identityFor(op.code));
   }
+  if (anchorsLoads()) partial = anchorLoads(partial);
   // 2. Butterfly across the threads of the row that share a warp.
   for (int64_t off = std::min(threads_, warp_) / 2; off >= 1; off /= 2) {
     auto shuffled = gpu::ShuffleOp::create(b_, partial, int32_t(off), int32_t(warp_), gpu::ShuffleMode::XOR);
