@@ -18,13 +18,15 @@ to Stop; `ncu --profile-from-start off` sees only it) holds every launch but eac
 rep, so --launch-skip is not needed there. --triton-config ROWS=8,num_warps=2 runs that one config
 instead of autotuning (for an @triton.autotune'd baseline).
 
---l2 MODE (repeatable) also times every plan and baseline (median of 200 reps, CUDA events) with
-the L2 prepared before each rep: `dirty` zeroes a 256 MB buffer as the benchmark's timing does
-(the L2 left full of lines to write back), `clean` reads one (the L2 full of clean lines), `none`
-leaves it as the previous rep left it. It tells a kernel slowed by write-backs from one slow anyway.
+--l2 MODE (repeatable) also times every plan and baseline as the benchmark does (measure.py's
+device_times: CUDA events, a head start, 100 ms of reps; the median) with the L2 prepared before
+each rep: `dirty` zeroes a 256 MB buffer as the benchmark's timing does (the L2 left full of
+lines to write back), `clean` reads one (the L2 full of clean lines), `none` leaves it as the
+previous rep left it. It tells a kernel slowed by write-backs from one slow anyway.
 """
 import argparse
 import pathlib
+import statistics
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -45,7 +47,7 @@ def main():
     ap.add_argument("--triton", action="store_true", help="also run each problem's Triton baseline")
     ap.add_argument("--triton-ptx", default=None, help="folder for the chosen Triton kernels' PTX")
     ap.add_argument("--triton-config", default=None, help="KEY=V,...,num_warps=W: no autotuning")
-    ap.add_argument("--l2", action="append", default=[], choices=["dirty", "clean", "none"])
+    ap.add_argument("--l2", action="append", default=[], choices=["dirty", "clean", "none"])  # measure.L2_STATES
     args = ap.parse_args()
 
     import torch
@@ -80,7 +82,7 @@ def main():
                     k.launch(raw, grid, stream)
             profiled(torch, rep, args.reps)
             print(f"{p.name}: {plan.config}: {len(launches)} launches x {args.reps}", flush=True)
-            report_l2_times(torch, rep, args.l2, f"{p.name}: {plan.config}")
+            report_l2_times(rep, args.l2, f"{p.name}: {plan.config}")
             del outs, scratch
         if args.triton:
             run_triton(torch, p, args)
@@ -98,23 +100,12 @@ def profiled(torch, rep, reps):
     torch.cuda.cudart().cudaProfilerStop()
 
 
-def report_l2_times(torch, rep, modes, label, reps=200):
-    if not modes:
-        return
-    buf = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    prepare = {"dirty": buf.zero_, "clean": lambda: buf.max(), "none": lambda: None}
-    times = []
-    for mode in modes:
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-        for start, end in events:
-            prepare[mode]()
-            start.record()
-            rep()
-            end.record()
-        torch.cuda.synchronize()
-        samples = sorted(start.elapsed_time(end) * 1e3 for start, end in events)
-        times.append(f"{mode} {samples[reps // 2]:.1f}")
-    print(f"{label}: median us, L2 {', '.join(times)}", flush=True)
+def report_l2_times(rep, modes, label):
+    """The median device time of rep with the L2 in each state, timed as the benchmark times."""
+    import measure
+    times = [f"{mode} {statistics.median(measure.device_times(rep, 25, 100, l2=mode)) * 1e3:.1f}" for mode in modes]
+    if times:
+        print(f"{label}: median us, L2 {', '.join(times)}", flush=True)
 
 
 def run_triton(torch, p, args):
@@ -131,7 +122,7 @@ def run_triton(torch, p, args):
     profiled(torch, lambda: fn(*p.args), args.reps)  # the warm-up call autotunes
     config = triton_baselines.best_config(p.kernel)
     print(f"{p.name}: triton {config} x {args.reps}", flush=True)
-    report_l2_times(torch, lambda: fn(*p.args), args.l2, f"{p.name}: triton {config}")
+    report_l2_times(lambda: fn(*p.args), args.l2, f"{p.name}: triton {config}")
     if args.triton_ptx:
         for name, kernel in compiled_triton_kernels(tuner):
             out = pathlib.Path(args.triton_ptx) / f"{p.name.replace(':', '_')}.{name}.ptx"
