@@ -121,7 +121,7 @@ TEST_F(LnModulateCodeObject, MetadataDescribesTheLaunch) {
   // specialized size, not one of them.
   std::vector<std::string> tunables;
   for (const auto& t : j["tunables"]) tunables.push_back(t);
-  EXPECT_EQ(tunables, (std::vector<std::string>{"ROWS", "THREADS", "VEC", "SERIAL", "ASYNC"}));
+  EXPECT_EQ(tunables, (std::vector<std::string>{"ROWS", "THREADS", "VEC", "SERIAL", "ASYNC", "ANCHOR"}));
   for (const std::string& t : tunables) EXPECT_TRUE(j["config"].contains(t)) << t;
 }
 
