@@ -41,9 +41,6 @@ def host_us_per_rep(fn, calls=5):
     return statistics.median(times)
 
 
-L2_STATES = ("dirty", "clean", "none")
-
-
 def device_times(fn, warmup_ms, rep_ms, l2="dirty"):
     """fn's device time in ms, one sample per rep: L2 prepared, then a spin of twice the host's
     time per call (at least HEAD_START_MIN_US; the median of a few calls, so a first call that

@@ -47,7 +47,7 @@ def main():
     ap.add_argument("--triton", action="store_true", help="also run each problem's Triton baseline")
     ap.add_argument("--triton-ptx", default=None, help="folder for the chosen Triton kernels' PTX")
     ap.add_argument("--triton-config", default=None, help="KEY=V,...,num_warps=W: no autotuning")
-    ap.add_argument("--l2", action="append", default=[], choices=["dirty", "clean", "none"])  # measure.L2_STATES
+    ap.add_argument("--l2", action="append", default=[], choices=["dirty", "clean", "none"])
     args = ap.parse_args()
 
     import torch

@@ -21,7 +21,7 @@ namespace mxfp6::codegen::detail {
 bool KernelEmitter::anchorsLoads() const { return tunable("ANCHOR") == 1; }
 
 void KernelEmitter::noteEmittedLoad(int id) {
-  if (!anchorsLoads() || !k_.ops[id].type.isVector() || prefetched_.count(id)) return;
+  if (!anchorsLoads() || !k_.ops[id].type.isVector()) return;
   unanchoredLoads_.push_back({id, openLoops_.empty() ? nullptr : openLoops_.back()});
 }
 

@@ -133,7 +133,8 @@ class KernelEmitter {
   // anchored_loads.cpp
   /// ANCHOR = 1: the loads emitted before a reduction become inputs of its partial.
   bool anchorsLoads() const;
-  /// Records load `id`, just emitted in the row body, for the next reduction to anchor.
+  /// Records load `id`, just emitted in the row body (not one a pipelined loop carries, which
+  /// run() never emits there), for the next reduction to anchor.
   void noteEmittedLoad(int id);
   /// `partial` (an f32 in-thread partial) made to depend on every recorded load of the current
   /// loop body, its bits unchanged.

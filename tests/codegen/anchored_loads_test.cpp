@@ -12,6 +12,8 @@
 namespace mxfp6 {
 namespace {
 
+using testing::countMatches;
+
 constexpr const char* kSource = R"(
 kernel anchor(x: bf16[T, 64], w: f32[64], y: out f32[T, 64], s: out f32[T])
   tune THREADS in {8} = 8, VEC in {8} = 8, ANCHOR in {0, 1} = 0
@@ -27,20 +29,11 @@ kernel anchor(x: bf16[T, 64], w: f32[64], y: out f32[T, 64], s: out f32[T])
 )";
 
 std::string ptxAt(int64_t anchor) {
-  frontend::DiagnosticEngine diags;
-  std::optional<frontend::Module> m = frontend::parseSource("anchor.mxk", kSource, diags);
-  EXPECT_TRUE(m) << diags.render();
-  if (!m) return "";
-  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, "anchor", {{"ANCHOR", anchor}});
-  if (!k) return "";
-  Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), codegen::Emit::Ptx);
+  kir::Kernel k = testing::inlineKernel(kSource, "anchor", {{"ANCHOR", anchor}});
+  if (k.name.empty()) return "";
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), codegen::Emit::Ptx);
   EXPECT_TRUE(c.isOk()) << c.status().message();
   return c.isOk() ? c->bytes : "";
-}
-
-size_t count(const std::string& text, const std::string& pattern) {
-  std::regex re(pattern);
-  return std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator());
 }
 
 TEST(AnchoredLoads, OneSelectOnANullTestFeedsTheReduction) {
@@ -49,24 +42,24 @@ TEST(AnchoredLoads, OneSelectOnANullTestFeedsTheReduction) {
   ASSERT_NE(shuffle, std::string::npos) << ptx;
   std::string before = ptx.substr(0, shuffle);
   // Every load is issued before the reduction's first shuffle, and one select joins them to it.
-  EXPECT_EQ(count(before, R"(ld\.global)"), count(ptx, R"(ld\.global)")) << ptx;
-  EXPECT_EQ(count(ptx, R"(selp\.f32)"), 1u) << ptx;
-  EXPECT_EQ(count(before, R"(selp\.f32)"), 1u) << ptx;
+  EXPECT_EQ(countMatches(before, R"(ld\.global)"), countMatches(ptx, R"(ld\.global)")) << ptx;
+  EXPECT_EQ(countMatches(ptx, R"(selp\.f32)"), 1u) << ptx;
+  EXPECT_EQ(countMatches(before, R"(selp\.f32)"), 1u) << ptx;
   // Its condition: a base pointer compared with null, which no load that ran can satisfy.
   std::smatch sel;
   ASSERT_TRUE(std::regex_search(before, sel, std::regex(R"(selp\.f32\s+%r\d+, (%r\d+), %r\d+, (%p\d+);)"))) << ptx;
-  EXPECT_EQ(count(before, "setp\\.eq\\.[bs]64\\s+\\" + sel[2].str() + ", %rd\\d+, 0;"), 1u) << ptx;
+  EXPECT_EQ(countMatches(before, "setp\\.eq\\.[bs]64\\s+\\" + sel[2].str() + ", %rd\\d+, 0;"), 1u) << ptx;
   // The select's chosen-never operand sums one element of each 16-byte access: x's and w's two.
-  EXPECT_EQ(count(before, "add(\\.rn)?\\.f32\\s+\\" + sel[1].str() + ","), 1u) << ptx;
+  EXPECT_EQ(countMatches(before, "add(\\.rn)?\\.f32\\s+\\" + sel[1].str() + ","), 1u) << ptx;
 }
 
 TEST(AnchoredLoads, TheDefaultAddsNothing) {
   std::string plain = ptxAt(0), anchored = ptxAt(1);
-  EXPECT_EQ(count(plain, R"(selp\.f32)"), 0u) << plain;
-  EXPECT_EQ(count(plain, R"(setp\.eq\.[bs]64\s+%p\d+, %rd\d+, 0;)"), 0u) << plain;
+  EXPECT_EQ(countMatches(plain, R"(selp\.f32)"), 0u) << plain;
+  EXPECT_EQ(countMatches(plain, R"(setp\.eq\.[bs]64\s+%p\d+, %rd\d+, 0;)"), 0u) << plain;
   // The tie: two adds for three elements, and nothing else changes in the arithmetic.
-  EXPECT_EQ(count(anchored, R"(add(\.rn)?\.f32)") - count(plain, R"(add(\.rn)?\.f32)"), 2u) << plain << anchored;
-  EXPECT_EQ(count(anchored, R"(ld\.global)"), count(plain, R"(ld\.global)")) << plain << anchored;
+  EXPECT_EQ(countMatches(anchored, R"(add(\.rn)?\.f32)") - countMatches(plain, R"(add(\.rn)?\.f32)"), 2u) << plain << anchored;
+  EXPECT_EQ(countMatches(anchored, R"(ld\.global)"), countMatches(plain, R"(ld\.global)")) << plain << anchored;
 }
 
 }  // namespace

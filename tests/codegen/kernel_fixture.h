@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -41,14 +42,21 @@ inline kir::Kernel kernelAt(const std::string& file, const std::string& name,
   return k ? *k : kir::Kernel{};
 }
 
-/// Kernel `name` of DSL `source` (diagnosed as inline.mxk) at its default configuration.
-inline kir::Kernel inlineKernel(const std::string& source, const std::string& name) {
+/// Kernel `name` of DSL `source` (diagnosed as inline.mxk) at `config` (default: its default).
+inline kir::Kernel inlineKernel(const std::string& source, const std::string& name,
+                                const std::map<std::string, int64_t>& config = {}) {
   frontend::DiagnosticEngine diags;
   std::optional<frontend::Module> m = frontend::parseSource("inline.mxk", source, diags);
   EXPECT_TRUE(m) << diags.render();
-  std::optional<kir::Kernel> k = m ? instantiateOrFail(*m, name, {}) : std::nullopt;
+  std::optional<kir::Kernel> k = m ? instantiateOrFail(*m, name, config) : std::nullopt;
   EXPECT_TRUE(k);
   return k ? *k : kir::Kernel{};
+}
+
+/// How many times `pattern` (a regular expression) matches in `text`.
+inline size_t countMatches(const std::string& text, const std::string& pattern) {
+  std::regex re(pattern);
+  return size_t(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
 }
 
 /// Every .mxk file of kernels_dsl/ and of the test fixtures, sorted.

@@ -4,7 +4,6 @@
 // the lane that stores it). ptxas, where installed, assembles the inline PTX.
 #include <gtest/gtest.h>
 
-#include <regex>
 #include <unistd.h>
 
 #include "compiler/codegen/codegen.h"
@@ -12,6 +11,8 @@
 
 namespace mxfp6 {
 namespace {
+
+using testing::countMatches;
 
 constexpr const char* kSource = R"(
 kernel pstore(x: bf16[T, 64], y: out bf16[T, 64], total: out bf16[T], squares: out f32[T])
@@ -28,38 +29,29 @@ kernel pstore(x: bf16[T, 64], y: out bf16[T, 64], total: out bf16[T], squares: o
 )";
 
 std::string ptxAt(const std::map<std::string, int64_t>& config, codegen::Emit emit = codegen::Emit::Ptx) {
-  frontend::DiagnosticEngine diags;
-  std::optional<frontend::Module> m = frontend::parseSource("pstore.mxk", kSource, diags);
-  EXPECT_TRUE(m) << diags.render();
-  if (!m) return "";
-  std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, "pstore", config);
-  if (!k) return "";
-  Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), emit);
+  kir::Kernel k = testing::inlineKernel(kSource, "pstore", config);
+  if (k.name.empty()) return "";
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), emit);
   EXPECT_TRUE(c.isOk()) << c.status().message();
   return c.isOk() ? c->bytes : "";
-}
-
-size_t count(const std::string& text, const std::string& pattern) {
-  std::regex re(pattern);
-  return std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator());
 }
 
 TEST(PredicatedStores, EveryStoreCarriesItsPredicate) {
   // THREADS=16, VEC=4: one 8-byte chunk of y per thread.
   std::string ptx = ptxAt({{"THREADS", 16}, {"VEC", 4}, {"PREDICATE", 1}});
-  EXPECT_EQ(count(ptx, R"(@%p\d+ st\.global\.v2\.b32 \[%rd\d+\], \{%r\d+, %r\d+\};)"), 1u) << ptx;
-  EXPECT_EQ(count(ptx, R"(@%p\d+ st\.global\.b16 \[%rd\d+\], %rs\d+;)"), 1u) << ptx;
-  EXPECT_EQ(count(ptx, R"(@%p\d+ st\.global\.b32 \[%rd\d+\], %r\d+;)"), 1u) << ptx;
-  EXPECT_EQ(count(ptx, R"(st\.global)"), 3u) << ptx;  // nothing stored without a predicate
+  EXPECT_EQ(countMatches(ptx, R"(@%p\d+ st\.global\.v2\.b32 \[%rd\d+\], \{%r\d+, %r\d+\};)"), 1u) << ptx;
+  EXPECT_EQ(countMatches(ptx, R"(@%p\d+ st\.global\.b16 \[%rd\d+\], %rs\d+;)"), 1u) << ptx;
+  EXPECT_EQ(countMatches(ptx, R"(@%p\d+ st\.global\.b32 \[%rd\d+\], %r\d+;)"), 1u) << ptx;
+  EXPECT_EQ(countMatches(ptx, R"(st\.global)"), 3u) << ptx;  // nothing stored without a predicate
   // THREADS=8, VEC=8: one 16-byte chunk per thread.
   ptx = ptxAt({{"THREADS", 8}, {"VEC", 8}, {"PREDICATE", 1}});
-  EXPECT_EQ(count(ptx, R"(@%p\d+ st\.global\.v4\.b32 \[%rd\d+\], \{%r\d+, %r\d+, %r\d+, %r\d+\};)"), 1u) << ptx;
+  EXPECT_EQ(countMatches(ptx, R"(@%p\d+ st\.global\.v4\.b32 \[%rd\d+\], \{%r\d+, %r\d+, %r\d+, %r\d+\};)"), 1u) << ptx;
 }
 
 TEST(PredicatedStores, TheDefaultBranchesAroundTheStores) {
   std::string ptx = ptxAt({{"THREADS", 16}, {"VEC", 4}});
-  EXPECT_EQ(count(ptx, R"(@%p\d+ st\.global)"), 0u) << ptx;
-  EXPECT_EQ(count(ptx, R"(st\.global)"), 3u) << ptx;
+  EXPECT_EQ(countMatches(ptx, R"(@%p\d+ st\.global)"), 0u) << ptx;
+  EXPECT_EQ(countMatches(ptx, R"(st\.global)"), 3u) << ptx;
 }
 
 TEST(PredicatedStores, PtxasAssemblesThem) {
