@@ -52,12 +52,13 @@
 //   y    = f32(x) * F          F = 2^(127 - S - 6) (E2M3) or 2^(127 - S - 12) (E3M2), exact: a
 //                              power of two (denormal for the largest S; f32 denormals are kept,
 //                              the NVPTX multiply has no .ftz), and where y itself is denormal the
-//                              code is 0 either way
-//   a    = min(|y|, MAX * 2^-6 or 2^-12)   saturates; min (PTX min.f32) of a NaN is the bound (the
-//                                          spec's 0x1F)
+//                              code is 0 either way; F = +Inf for a NaN block (S = 0xFF), so every
+//                              y is an Inf or a NaN there
+//   a    = min(|y|, MAX * 2^-6 or 2^-12)   saturates; min (PTX min.f32) of a NaN is the bound: an
+//                                          Inf or NaN y gives the spec's 0x1F
 //   byte = cvt.rn.satfinite.{e4m3,e5m2}x2(a): the FP6 magnitude code in bits 0-4 (|a| <= MAX
 //          keeps the sign and the two top exponent bits clear)
-//   code = byte | sign(x) << 5 | (S == 0xFF ? 0x1F : 0)
+//   code = byte | sign(x) << 5
 // The last line runs on words of four codes, the signs gathered by one byte permute (prmt) of
 // the four bf16: the scale's amax, these codes and pack6 stay on 32-bit words throughout.
 // tests/interp/mxfp6_fp8_encode_test.cpp runs this sequence, with an independent FP8 rounding,
@@ -224,22 +225,21 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
   for (int64_t c = 0; c < chunks_; ++c) {
     auto [chunk, perThread, scale] = encodeInputs(op, c);
 
-    // Per block: the factor F as f32 bits (normal, or denormal below 2^-126), and the mask that
-    // makes a NaN block's codes sign | 0x1F (four codes per word).
+    // Per block: the factor F as f32 bits (normal, or denormal below 2^-126; +Inf for a NaN
+    // block, whose codes the saturation then makes sign | 0x1F with no op per element).
     IntMath s(b_, scale.getType());
     Value exponent = s.sub(s.c(127 - shift), scale);
     Value normal = s.cmp(arith::CmpIPredicate::sge, exponent, s.c(-126));
     Value normalBits = s.shl(s.add(exponent, s.c(127)), s.c(23));
     Value denormalBits = s.shl(s.c(1), s.max(s.add(exponent, s.c(149)), s.c(0)));
     Value factor = s.sel(normal, normalBits, denormalBits);
-    Value nanBlock = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0x1F1F1F1F), s.c(0));
+    factor = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0x7F800000), factor);
     Type f32v = VectorType::get({perThread}, f32), i32v = VectorType::get({perThread}, i32);
     Type words = VectorType::get({perThread / 4}, i32);
     Value factorF = arith::BitcastOp::create(b_, f32v, spreadToBlocks(factor, scales, perThread, 32));
-    nanBlock = spreadToBlocks(nanBlock, scales, perThread / 4, 8);
 
     // Per element: min(|x * F|, bound) through NVVM's fmin (the non-NaN operand: a NaN gives the
-    // bound; not arith.minnumf, which MLIR lowers to libdevice's __nv_fminf, an undefined function
+    // bound, as 0 * Inf does in a NaN block; not arith.minnumf, which MLIR lowers to libdevice's __nv_fminf, an undefined function
     // wherever no CUDA toolkit is installed), converted in pairs, the first operand to the high
     // byte: FP8 bytes 0.0eeeee = the FP6 magnitude codes (|a| <= MAX keeps the top exponent
     // bits clear).
@@ -272,7 +272,7 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     }
     IntMath h(b_, words);
     Value signs = h.band(vector::FromElementsOp::create(b_, words, signWords), h.c(0x20202020));
-    Value codes = h.bor(h.bor(fp8, signs), nanBlock);
+    Value codes = h.bor(fp8, signs);
     values_[id].chunks.push_back(vector::BitCastOp::create(b_, VectorType::get({perThread}, b_.getI8Type()), codes));
   }
   return success();
@@ -376,17 +376,27 @@ Value packSmallCodes(ImplicitLocOpBuilder& b, Value codes) {
   return cutGroups(b, groups);
 }
 
-/// The same from i32 words holding four codes below 64 in their bytes: two steps close the gaps
-/// (bytes to 12-bit pairs in each half, halves to the 24-bit group), 4 ops per 4 codes.
+/// The same from i32 words holding four codes below 64 in their bytes (NVIDIA: the FP8 path's
+/// words). Two steps close the gaps, each a subtraction of the shifted-out part's multiple, so
+/// that the FMA pipe takes half the work off the ALU pipe (the packers keep their ALU pipe the
+/// busiest): with w = c0 + c1 2^8 + c2 2^16 + c3 2^24 and t = c1 + c3 2^16 (a byte permute),
+///   p = w - 192 t = c0 + c1 2^6 + c2 2^16 + c3 2^22       (12-bit pairs in each half)
+///   g = p - 0xF000 (p >> 16) = c0 + c1 2^6 + c2 2^12 + c3 2^18
+/// one permute, one shift and two multiply-adds per 4 codes.
 Value packCodeWords(ImplicitLocOpBuilder& b, Value words) {
   IntMath m(b, b.getI32Type());
+  Value zero = m.c(0), oddBytes = m.c(0x4341);  // bytes 1, 3 of the word to bytes 0, 2; zeros between
   SmallVector<Value> groups;
   for (int64_t w = 0; w < cast<VectorType>(words.getType()).getNumElements(); ++w) {
     Value word = vector::ExtractOp::create(b, words, ArrayRef<int64_t>{w});
-    Value evenCodes = m.band(word, m.c(0x003F003F));
-    Value pairs = m.bor(evenCodes, m.band(m.shr(word, m.c(2)), m.c(0x0FC00FC0)));
-    Value lowPair = m.band(pairs, m.c(0xFFF));
-    groups.push_back(m.bor(lowPair, m.band(m.shr(pairs, m.c(4)), m.c(0xFFF000))));
+    Value odd = LLVM::CallIntrinsicOp::create(b, b.getI32Type(), b.getStringAttr("llvm.nvvm.prmt"),
+                                              ValueRange{word, zero, oddBytes})
+                    .getResult(0);
+    Value pairs = m.sub(word, arith::MulIOp::create(b, odd, m.c(192)));
+    Value high = LLVM::CallIntrinsicOp::create(b, b.getI32Type(), b.getStringAttr("llvm.nvvm.mulhi.ui"),
+                                               ValueRange{pairs, m.c(1 << 16)})
+                     .getResult(0);
+    groups.push_back(m.sub(pairs, arith::MulIOp::create(b, high, m.c(0xF000))));
   }
   return cutGroups(b, groups);
 }

@@ -5,10 +5,12 @@
 // tests/interp/reference_rounding.h, to E4M3 / E5M2 (round to nearest even; the inputs stay below
 // the FP8 maxima, so the saturation never acts). The f32 multiply keeps denormals, as the NVPTX
 // multiply without .ftz does. Metric: exact equality of the 6-bit code. Bound: 0 differences for
-// every bf16 pattern (NaN and Inf included), every scale byte 0..255 and both formats.
+// every bf16 pattern (NaN and Inf included), every scale byte 0..255 and both formats. The
+// packing of those codes (packCodeWords) likewise, against the reference pack4, for every word.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -33,9 +35,9 @@ Fp8Path pathFor(ElementFormat format) {
 /// The emitted sequence for one element: its scale factor per block, then per element.
 uint8_t encodeThroughFp8(uint16_t bits, uint32_t scale, const Fp8Path& p) {
   const int exponent = 127 - p.shift - static_cast<int>(scale);
-  const uint32_t factorBits = exponent >= -126 ? static_cast<uint32_t>(exponent + 127) << 23
+  const uint32_t finiteBits = exponent >= -126 ? static_cast<uint32_t>(exponent + 127) << 23
                                                : 1u << std::max(exponent + 149, 0);
-  const uint32_t nanBlock = scale == 0xFF ? 0x1F : 0;
+  const uint32_t factorBits = scale == 0xFF ? 0x7F800000u : finiteBits;  // +Inf: a NaN block
   const float x = std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
   const float y = x * std::bit_cast<float>(factorBits);
   const float magnitude = std::bit_cast<float>(std::bit_cast<uint32_t>(y) & 0x7FFFFFFFu);
@@ -43,7 +45,15 @@ uint8_t encodeThroughFp8(uint16_t bits, uint32_t scale, const Fp8Path& p) {
   const uint32_t fp8 = p.e4m3 ? interp::testing::referenceRound<3, 4>(a) : interp::testing::referenceRound<2, 5>(a);
   // The sign byte the permute replicates from the bf16's top bit, masked to bit 5.
   const uint32_t sign = (bits & 0x8000) ? 0xFF : 0x00;
-  return static_cast<uint8_t>(fp8 | (sign & 0x20) | nanBlock);
+  return static_cast<uint8_t>(fp8 | (sign & 0x20));
+}
+
+/// The emitted packing of a word of four codes below 64 (mx_ops.cpp's packCodeWords): a byte
+/// permute and two multiply-adds, in 32-bit unsigned arithmetic (wrapping, as the GPU's).
+uint32_t packWordAsEmitted(uint32_t word) {
+  const uint32_t odd = ((word >> 8) & 0xFF) | (((word >> 24) & 0xFF) << 16);  // prmt(word, 0, 0x4341)
+  const uint32_t pairs = word - odd * 192u;
+  return pairs - (pairs >> 16) * 0xF000u;
 }
 
 TEST(Mxfp6Fp8Encode, EveryBf16PatternAndScaleMatchesTheCpuEncoder) {
@@ -77,6 +87,23 @@ TEST(Mxfp6Fp8Encode, TheFp6GridIsTheScaledFp8Grid) {
   EXPECT_EQ(e5m2(std::ldexp(28.0, -12)), 0x1F);   // E5M2 0.00111.11 = E3M2 0x1F
   EXPECT_EQ(e5m2(std::ldexp(0.25, -12)), 0x04);   // E3M2 smallest normal 0x04
   EXPECT_EQ(e5m2(std::ldexp(0.0625, -12)), 0x01); // E3M2 smallest subnormal 0x01
+}
+
+// Every word of four 6-bit codes packs to the spec's LSB-first 24-bit group (pack4, itself
+// checked against specs/mxfp6.md's worked examples in mxfp6_test.cpp).
+TEST(Mxfp6Fp8Encode, ThePackingArithmeticIsTheSpecsForEveryFourCodes) {
+  int64_t mismatches = 0;
+  for (uint32_t codes = 0; codes < (1u << 24); ++codes) {
+    const uint8_t c[4] = {uint8_t(codes & 63), uint8_t((codes >> 6) & 63), uint8_t((codes >> 12) & 63),
+                          uint8_t((codes >> 18) & 63)};
+    const uint32_t word = c[0] | c[1] << 8 | c[2] << 16 | uint32_t(c[3]) << 24;
+    const std::array<uint8_t, 3> bytes = pack4(c[0], c[1], c[2], c[3]);
+    const uint32_t want = bytes[0] | bytes[1] << 8 | bytes[2] << 16;
+    const uint32_t got = packWordAsEmitted(word);
+    if (got != want && ++mismatches <= 10)
+      ADD_FAILURE() << "word 0x" << std::hex << word << ": 0x" << got << ", want 0x" << want;
+  }
+  EXPECT_EQ(mismatches, 0);
 }
 
 }  // namespace
