@@ -18,6 +18,11 @@ to Stop; `ncu --profile-from-start off` sees only it) holds every launch but eac
 rep, so --launch-skip is not needed there. --triton-config ROWS=8,num_warps=2 runs that one config
 instead of autotuning (for an @triton.autotune'd baseline).
 
+--copy also runs, per problem, a streaming kernel that reads half the problem's minimal bytes and
+writes the other half (PyTorch's elementwise bitwise_not on int32 words: 16-byte accesses, one
+read and one write per word; a plain copy_ would be a memcpy the profiler does not see), so the
+profiler's counters of a kernel at DRAM bandwidth sit beside ours for the same bytes.
+
 --l2 MODE (repeatable) also times every plan and baseline as the benchmark does (measure.py's
 device_times: CUDA events, a head start, 100 ms of reps; the median) with the L2 prepared before
 each rep: `dirty` zeroes a 256 MB buffer as the benchmark's timing does (the L2 left full of
@@ -48,6 +53,7 @@ def main():
     ap.add_argument("--triton-ptx", default=None, help="folder for the chosen Triton kernels' PTX")
     ap.add_argument("--triton-config", default=None, help="KEY=V,...,num_warps=W: no autotuning")
     ap.add_argument("--l2", action="append", default=[], choices=["dirty", "clean", "none"])
+    ap.add_argument("--copy", action="store_true", help="also run a streaming kernel of the problem's bytes")
     args = ap.parse_args()
 
     import torch
@@ -86,6 +92,8 @@ def main():
             del outs, scratch
         if args.triton:
             run_triton(torch, p, args)
+        if args.copy:
+            run_copy(torch, p.min_bytes(), args)
         p.free()
 
 
@@ -129,6 +137,15 @@ def run_triton(torch, p, args):
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(kernel.asm["ptx"])
             print(f"  {out.name}: {kernel.n_regs} registers, {kernel.metadata.num_warps} warps", flush=True)
+
+
+def run_copy(torch, min_bytes, args):
+    words = min_bytes // 8
+    src = torch.randint(-2**31, 2**31 - 1, (words,), dtype=torch.int32, device="cuda")
+    dst = torch.empty_like(src)
+    profiled(torch, lambda: torch.bitwise_not(src, out=dst), args.reps)
+    print(f"copy of {2 * 4 * words} bytes (read + written) x {args.reps}", flush=True)
+    report_l2_times(lambda: torch.bitwise_not(src, out=dst), args.l2, f"copy of {2 * 4 * words} bytes")
 
 
 def compiled_triton_kernels(tuner):

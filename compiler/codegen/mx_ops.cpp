@@ -382,7 +382,8 @@ Value packSmallCodes(ImplicitLocOpBuilder& b, Value codes) {
 /// busiest): with w = c0 + c1 2^8 + c2 2^16 + c3 2^24 and t = c1 + c3 2^16 (a byte permute),
 ///   p = w - 192 t = c0 + c1 2^6 + c2 2^16 + c3 2^22       (12-bit pairs in each half)
 ///   g = p - 0xF000 (p >> 16) = c0 + c1 2^6 + c2 2^12 + c3 2^18
-/// one permute, one shift and two multiply-adds per 4 codes.
+/// one permute (ALU) and three multiplies (FMA pipe; p >> 16 as the high word of p * 2^16) per 4
+/// codes, where the mask-and-shift sequence took six ALU ops.
 Value packCodeWords(ImplicitLocOpBuilder& b, Value words) {
   IntMath m(b, b.getI32Type());
   Value zero = m.c(0), oddBytes = m.c(0x4341);  // bytes 1, 3 of the word to bytes 0, 2; zeros between
