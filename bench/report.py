@@ -174,10 +174,12 @@ def markdown(doc):
                f"ratios use {_num(copy.get('ceiling_tbps'), '.3f')} TB/s (the higher)  ")
     for n, call in enumerate(doc.get("resumed", []), 1):
         cs, ce = (call.get("copy", {}).get(k) or {} for k in ("start", "end"))
-        rerun = call.get("rerun") or []
+        rerun, kept = call.get("rerun") or [], call.get("rerun_skipped") or []
         out.append(f"Resumed (call {n}, {call.get('date', '?')}): `{call.get('command', '?')}`: the kernel/shapes "
                    f"the calls before skipped" + (f", and measured again (earlier records under \"replaced\" in "
-                   f"the JSON): {', '.join(rerun)}" if rerun else "") + f"; its device copy "
+                   f"the JSON): {', '.join(rerun)}" if rerun else "") +
+                   (f"; not measured again within its time budget, their records those of earlier calls: "
+                    f"{', '.join(kept)}" if kept else "") + f"; its device copy "
                    f"{_num(cs.get('tbps'), '.3f')} / {_num(ce.get('tbps'), '.3f')} TB/s (start / end), the ceiling "
                    "of its rows' ratios  ")
     if "overlapping_launches" in env:

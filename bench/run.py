@@ -501,8 +501,13 @@ def run_items(ctx, doc, items, call, t0, save):
         else:
             expected = max([30.0] + [d for ds in durations.values() for d in ds])
         if elapsed + expected > args.time_budget:
-            doc["skipped"].append({"name": p.name, "why": f"time budget {args.time_budget:g} s; run it with "
-                                                          f"--only {p.name}, or all of them with --resume"})
+            if call and p.name in doc["resumed"][-1]["rerun"]:
+                # A --rerun target keeps its earlier record: not measured again, not missing.
+                doc["resumed"][-1]["rerun"].remove(p.name)
+                doc["resumed"][-1].setdefault("rerun_skipped", []).append(p.name)
+            else:
+                doc["skipped"].append({"name": p.name, "why": f"time budget {args.time_budget:g} s; run it with "
+                                                              f"--only {p.name}, or all of them with --resume"})
             log(t0, f"skip {p.name} (time budget)")
             continue
         start = time.perf_counter()

@@ -463,6 +463,8 @@ def report_verdicts():
     resumed["resumed"][0]["rerun"] = [resumed["results"][0]["name"]]
     assert f"measured again (earlier records under \"replaced\" in the JSON): {resumed['results'][0]['name']}" \
         in report.markdown(resumed)
+    resumed["resumed"][0]["rerun_skipped"] = [resumed["results"][1]["name"]]
+    assert f"their records those of earlier calls: {resumed['results'][1]['name']}" in report.markdown(resumed)
     with tempfile.TemporaryDirectory() as d:
         spread = synthetic_doc()
         spread["results"][0]["impls"]["triton"].update(p10_ms=0.25, p90_ms=0.4)
@@ -479,6 +481,35 @@ def report_verdicts():
     assert "pass (≥80%)" in md and "pass (≥75%)" in md and "miss (≥75%)" in md, md
     assert ("| ln_modulate_bwd | T=16384 | ln_modulate_bwd THREADS=384: 96.0; ln_modulate_bwd_reduce W=768: 9.0 "
             "| 105.0 | 110.0 | 5.0 |") in md, md
+
+
+def ncu_summary_table():
+    """bench/ncu_summary.py on a raw page shaped as Nsight Compute prints it: two launches (one
+    with a templated name), units on the time, the busiest L2 unit first."""
+    import ncu_summary
+    page = """[1] python3.12@127.0.0.1
+  mxfp6_pack_dual (3072, 1, 1)x(256, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+  Metric Name                          Metric Unit   Metric Value
+  ------------------------------------ ----------- ------------
+  device__attribute_architecture                            384
+  dram__cycles_active.avg.pct_of_peak_sustained_elapsed   %   63.80
+  gpu__time_duration.sum                                  us   52.32
+  lts__ltcfabric2ltc_cycles_active.avg.pct_of_peak_sustained_elapsed  %  88.62
+  lts__t_tag_requests.avg.pct_of_peak_sustained_elapsed   %   68.40
+  lts__t_sectors_srcunit_tex_op_read.sum             sector   3,145,734
+  lts__t_requests_srcunit_tex_op_read.sum                   1,421,188
+
+  void at::vectorized_elementwise_kernel<4, at::bitwise_not_kernel_cuda(at::TensorIteratorBase &)> (1, 1, 1)x(128, 1, 1)
+  Metric Name                          Metric Unit   Metric Value
+  ------------------------------------ ----------- ------------
+  gpu__time_duration.sum                                  ns   41,220
+""".splitlines(True)
+    rows = ncu_summary.launches(page)
+    assert [name for name, _ in rows] == ["mxfp6_pack_dual", "vectorized_elementwise_kernel"], rows
+    dual, copy = rows[0][1], rows[1][1]
+    assert dual["gpu__time_duration.sum"] == 52.32 and abs(copy["gpu__time_duration.sum"] - 41.22) < 1e-9, rows
+    assert [k for k, _ in ncu_summary.top(dual, "lts__", 2)][0].startswith("lts__ltcfabric2ltc"), dual
+    assert ncu_summary.per_request(dual, "read") == "3.15 M / 2.21", ncu_summary.per_request(dual, "read")
 
 
 def main():
@@ -512,6 +543,7 @@ def main():
         print(f"skip  metadata checks: no {args.kernels}")
     case("MXFP6 spec encoder: worked examples, integer expressions == transcription", spec_self_test)
     case("report: bandwidth, ratios, speedups, pass/miss", report_verdicts)
+    case("ncu_summary: launches, units and the busiest L2 unit from a raw page", ncu_summary_table)
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 1 if RESULTS["failed"] else 0
 
