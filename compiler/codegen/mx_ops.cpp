@@ -238,11 +238,11 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     Type words = VectorType::get({perThread / 4}, i32);
     Value factorF = arith::BitcastOp::create(b_, f32v, spreadToBlocks(factor, scales, perThread, 32));
 
-    // Per element: min(|x * F|, bound) through NVVM's fmin (the non-NaN operand: a NaN gives the
-    // bound, as 0 * Inf does in a NaN block; not arith.minnumf, which MLIR lowers to libdevice's __nv_fminf, an undefined function
-    // wherever no CUDA toolkit is installed), converted in pairs, the first operand to the high
-    // byte: FP8 bytes 0.0eeeee = the FP6 magnitude codes (|a| <= MAX keeps the top exponent
-    // bits clear).
+    // Per element: min(|x * F|, bound) through NVVM's fmin (the non-NaN operand: a NaN, such as
+    // 0 * Inf in a NaN block, gives the bound; not arith.minnumf, which MLIR lowers to
+    // libdevice's __nv_fminf, an undefined function wherever no CUDA toolkit is installed),
+    // converted in pairs, the first operand to the high byte: FP8 bytes 0.0eeeee = the FP6
+    // magnitude codes (|a| <= MAX keeps the top exponent bits clear).
     IntMath m(b_, i32v);
     Value y = arith::MulFOp::create(b_, castValue(chunk, Dtype::BF16, Dtype::F32), factorF);
     Value magnitude = arith::BitcastOp::create(b_, f32v, m.band(arith::BitcastOp::create(b_, i32v, y), m.c(0x7FFFFFFF)));
