@@ -5,7 +5,7 @@
 # name matches a regex.
 #
 #   bench/ncu_breakdown.sh OUT KERNEL_REGEX PROFILE_PLANS_ARGS...
-#   bench/ncu_breakdown.sh $OUT/dual '^(mxfp6_pack_dual|vectorized_elementwise_kernel)$' \
+#   bench/ncu_breakdown.sh $OUT/dual 'mxfp6_pack_dual|vectorized_elementwise' \
 #       --only mxfp6_pack_dual:E3M2:T=16384:C=3072 --config W=128,HB=4,ROWS=1,THREADS=256,VEC=32 --reps 1 --copy
 #
 # Writes OUT.ncu-rep, OUT.txt (the raw page: every metric of every profiled launch) and OUT.md
