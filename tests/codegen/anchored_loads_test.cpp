@@ -29,11 +29,8 @@ kernel anchor(x: bf16[T, 64], w: f32[64], y: out f32[T, 64], s: out f32[T])
 )";
 
 std::string ptxAt(int64_t anchor) {
-  kir::Kernel k = testing::inlineKernel(kSource, "anchor", {{"ANCHOR", anchor}});
-  if (k.name.empty()) return "";
-  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), codegen::Emit::Ptx);
-  EXPECT_TRUE(c.isOk()) << c.status().message();
-  return c.isOk() ? c->bytes : "";
+  return testing::compiledOrFail(testing::inlineKernel(kSource, "anchor", {{"ANCHOR", anchor}}), "sm_90",
+                                 codegen::Emit::Ptx);
 }
 
 TEST(AnchoredLoads, OneSelectOnANullTestFeedsTheReduction) {

@@ -1,4 +1,4 @@
-// Loads and instantiates a kernel of kernels_dsl/ for codegen tests.
+// Loads, instantiates and compiles kernels (of kernels_dsl/ or inline sources) for codegen tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/codegen/codegen.h"
 #include "compiler/frontend/frontend.h"
 
 namespace mxfp6::testing {
@@ -51,6 +52,16 @@ inline kir::Kernel inlineKernel(const std::string& source, const std::string& na
   std::optional<kir::Kernel> k = m ? instantiateOrFail(*m, name, config) : std::nullopt;
   EXPECT_TRUE(k);
   return k ? *k : kir::Kernel{};
+}
+
+/// What mxfp6c emits for `kernel` on `target` (the PTX, the MLIR, a code object's bytes), or ""
+/// after a failed expectation where it does not compile (or the kernel is inlineKernel's empty
+/// one, whose failure is already reported).
+inline std::string compiledOrFail(const kir::Kernel& kernel, const std::string& target, codegen::Emit emit) {
+  if (kernel.name.empty()) return "";
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(kernel, *codegen::findTarget(target), emit);
+  EXPECT_TRUE(c.isOk()) << c.status().message();
+  return c.isOk() ? c->bytes : "";
 }
 
 /// How many times `pattern` (a regular expression) matches in `text`.

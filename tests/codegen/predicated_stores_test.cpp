@@ -29,11 +29,7 @@ kernel pstore(x: bf16[T, 64], y: out bf16[T, 64], total: out bf16[T], squares: o
 )";
 
 std::string ptxAt(const std::map<std::string, int64_t>& config, codegen::Emit emit = codegen::Emit::Ptx) {
-  kir::Kernel k = testing::inlineKernel(kSource, "pstore", config);
-  if (k.name.empty()) return "";
-  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), emit);
-  EXPECT_TRUE(c.isOk()) << c.status().message();
-  return c.isOk() ? c->bytes : "";
+  return testing::compiledOrFail(testing::inlineKernel(kSource, "pstore", config), "sm_90", emit);
 }
 
 TEST(PredicatedStores, EveryStoreCarriesItsPredicate) {
