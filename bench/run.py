@@ -77,6 +77,8 @@ def parse_args():
     args = ap.parse_args()
     if args.rerun and not args.resume:
         ap.error("--rerun replaces records of an earlier run: it needs --resume <that run>.json")
+    if args.finalists < 1:
+        ap.error("--finalists must be at least 1 (to time every plan in full, pass --screen-ms 0)")
     return args
 
 

@@ -235,6 +235,9 @@ class KernelEmitter {
     Value scale;
   };
   EncodeInputs encodeInputs(const kir::Op& encode, int64_t c);
+  /// Whether op `scaleId` is mx_scale(op `valueId`, _, RCEIL): every element of a finite block
+  /// then scales to at most the format's MAX, with no saturation to do (header of mx_ops.cpp).
+  bool isRceilScaleOf(int scaleId, int valueId) const;
   /// sm_90: the element codes through the FP8 conversions (header of mx_ops.cpp).
   LogicalResult emitMxEncodeFp8(const kir::Op& op, int id);
   LogicalResult emitPack6(const kir::Op& op, int id);

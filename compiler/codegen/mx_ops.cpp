@@ -61,6 +61,14 @@
 //   code = byte | sign(x) << 5
 // The last line runs on words of four codes, the signs gathered by one byte permute (prmt) of
 // the four bf16: the scale's amax, these codes and pack6 stay on 32-bit words throughout.
+// Where the scale is the RCEIL scale of the encoded elements themselves (mx_encode(v,
+// mx_scale(v, FMT, RCEIL))), the min is dropped: RCEIL rounds the scale up exactly when the amax's
+// mantissa exceeds MAX's, so |x| * 2^-s <= amax * 2^-s <= MAX for every element of a finite block
+// (and the scale's clamps only lower it), and the conversion of a value at most the scaled MAX
+// rounds to at most MAX (MAX lies on the grid). A NaN block (S = 0xFF) then converts garbage;
+// its words are replaced per block by an integer multiply-add, word * (S != 0xFF) + (S == 0xFF ?
+// 0x1F1F1F1F : 0), before the signs. That trades an ALU min per element for a multiply-add per
+// four, where the packers' ALU pipe is their busiest.
 // tests/interp/mxfp6_fp8_encode_test.cpp runs this sequence, with an independent FP8 rounding,
 // against the CPU encoder for every bf16 pattern, scale byte and format.
 //
@@ -208,6 +216,12 @@ Value KernelEmitter::spreadToBlocks(Value perBlock, const Layout& scales, int64_
   return vector::ShuffleOp::create(b_, perBlock, perBlock, mask);
 }
 
+bool KernelEmitter::isRceilScaleOf(int scaleId, int valueId) const {
+  const kir::Op& scale = k_.ops[scaleId];
+  return scale.code == OpCode::MxScale && kir::mxScaleMode(scale.ival) == kir::MxScaleMode::Rceil &&
+         scale.operands[0] == valueId;
+}
+
 KernelEmitter::EncodeInputs KernelEmitter::encodeInputs(const kir::Op& encode, int64_t c) {
   Value chunk = values_[encode.operands[0]].chunks[c];
   Value scaleChunk = values_[encode.operands[1]].chunks[c];
@@ -222,18 +236,21 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
   const char* convert = e2m3 ? "llvm.nvvm.ff.to.e4m3x2.rn" : "llvm.nvvm.ff.to.e5m2x2.rn";
   Layout scales = layoutFor(k_.ops[op.operands[1]].type.length);
   Type i32 = b_.getI32Type(), f32 = b_.getF32Type(), i16 = b_.getI16Type();
+  const bool bounded = isRceilScaleOf(op.operands[1], op.operands[0]);
   for (int64_t c = 0; c < chunks_; ++c) {
     auto [chunk, perThread, scale] = encodeInputs(op, c);
 
     // Per block: the factor F as f32 bits (normal, or denormal below 2^-126; +Inf for a NaN
-    // block, whose codes the saturation then makes sign | 0x1F with no op per element).
+    // block, whose codes the saturation then makes sign | 0x1F with no op per element; bounded,
+    // a NaN block's words are replaced below instead).
     IntMath s(b_, scale.getType());
     Value exponent = s.sub(s.c(127 - shift), scale);
     Value normal = s.cmp(arith::CmpIPredicate::sge, exponent, s.c(-126));
     Value normalBits = s.shl(s.add(exponent, s.c(127)), s.c(23));
     Value denormalBits = s.shl(s.c(1), s.max(s.add(exponent, s.c(149)), s.c(0)));
     Value factor = s.sel(normal, normalBits, denormalBits);
-    factor = s.sel(s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF)), s.c(0x7F800000), factor);
+    Value nanBlock = s.cmp(arith::CmpIPredicate::eq, scale, s.c(0xFF));
+    if (!bounded) factor = s.sel(nanBlock, s.c(0x7F800000), factor);
     Type f32v = VectorType::get({perThread}, f32), i32v = VectorType::get({perThread}, i32);
     Type words = VectorType::get({perThread / 4}, i32);
     Value factorF = arith::BitcastOp::create(b_, f32v, spreadToBlocks(factor, scales, perThread, 32));
@@ -243,12 +260,27 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     // libdevice's __nv_fminf, an undefined function wherever no CUDA toolkit is installed),
     // converted in pairs, the first operand to the high byte: FP8 bytes 0.0eeeee = the FP6
     // magnitude codes (|a| <= MAX keeps the top exponent bits clear).
-    IntMath m(b_, i32v);
-    Value y = arith::MulFOp::create(b_, castValue(chunk, Dtype::BF16, Dtype::F32), factorF);
-    Value magnitude = arith::BitcastOp::create(b_, f32v, m.band(arith::BitcastOp::create(b_, i32v, y), m.c(0x7FFFFFFF)));
+    // Bounded: |x| * F alone, the absolute value a free operand modifier of the multiply.
+    // (llvm.fabs by name: the NVVM lowering sends its op, llvm.intr.fabs, to libdevice; a sign
+    // mask on x instead is folded by LLVM into the widening's shift, an ALU op more.)
+    Value x = castValue(chunk, Dtype::BF16, Dtype::F32);
+    Value magnitude;
+    if (bounded) {
+      SmallVector<Value> absX;
+      for (int64_t e = 0; e < perThread; ++e)
+        absX.push_back(LLVM::CallIntrinsicOp::create(b_, f32, b_.getStringAttr("llvm.nvvm.fabs.f32"),
+                                                     ValueRange{vector::ExtractOp::create(b_, x, ArrayRef<int64_t>{e})})
+                           .getResult(0));
+      magnitude = arith::MulFOp::create(b_, vector::FromElementsOp::create(b_, f32v, absX), factorF);
+    } else {
+      IntMath m(b_, i32v);
+      Value y = arith::MulFOp::create(b_, x, factorF);
+      magnitude = arith::BitcastOp::create(b_, f32v, m.band(arith::BitcastOp::create(b_, i32v, y), m.c(0x7FFFFFFF)));
+    }
     Value boundF = arith::ConstantOp::create(b_, b_.getF32FloatAttr(bound));
     auto saturated = [&](int64_t e) -> Value {
       Value mag = vector::ExtractOp::create(b_, magnitude, ArrayRef<int64_t>{e});
+      if (bounded) return mag;
       return LLVM::CallIntrinsicOp::create(b_, f32, b_.getStringAttr("llvm.nvvm.fmin.f"), ValueRange{mag, boundF})
           .getResult(0);
     };
@@ -257,6 +289,14 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
       pairs.push_back(LLVM::CallIntrinsicOp::create(b_, i16, b_.getStringAttr(convert), ValueRange{saturated(e + 1), saturated(e)})
                           .getResult(0));
     Value fp8 = vector::BitCastOp::create(b_, words, vector::FromElementsOp::create(b_, VectorType::get({perThread / 2}, i16), pairs));
+    if (bounded) {
+      // A NaN block's words: 0x1F1F1F1F in place of its converted garbage (header).
+      Value keep = s.zext(s.cmp(arith::CmpIPredicate::ne, scale, s.c(0xFF)));
+      Value nanCodes = s.sel(nanBlock, s.c(0x1F1F1F1F), s.c(0));
+      IntMath h(b_, words);
+      fp8 = h.add(arith::MulIOp::create(b_, fp8, spreadToBlocks(keep, scales, perThread / 4, 8)),
+                  spreadToBlocks(nanCodes, scales, perThread / 4, 8));
+    }
 
     // Per four elements: their signs, one byte each (0xFF or 0), by a byte permute of the two bf16
     // pairs that replicates the top bit of bytes 1 and 3 of each; bit 5 of the code.

@@ -7,6 +7,8 @@
 // multiply without .ftz does. Metric: exact equality of the 6-bit code. Bound: 0 differences for
 // every bf16 pattern (NaN and Inf included), every scale byte 0..255 and both formats. The
 // packing of those codes (packCodeWords) likewise, against the reference pack4, for every word.
+// The bounded sequence (the scale is the RCEIL scale of the block: no min), for every scale byte
+// and every bf16 pattern a block of that scale can hold, NaN blocks included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,6 +50,28 @@ uint8_t encodeThroughFp8(uint16_t bits, uint32_t scale, const Fp8Path& p) {
   return static_cast<uint8_t>(fp8 | (sign & 0x20));
 }
 
+/// The bounded sequence (encode of mx_scale(v, RCEIL)): |x| * F converted with no min, and a NaN
+/// block's word replaced by 0x1F1F1F1F through word * (S != 0xFF) + (S == 0xFF ? 0x1F1F1F1F : 0)
+/// -- whatever its conversion gave, modelled here as 0x7F7F7F7F (the cvt of an Inf or NaN is an
+/// FP8 NaN or maximum, never a code). `saturationNeeded` reports an input above the bound, where
+/// this sequence would be wrong and the emitter must keep the min.
+uint8_t encodeThroughFp8Bounded(uint16_t bits, uint32_t scale, const Fp8Path& p, bool& saturationNeeded) {
+  uint32_t fp8 = 0x7F;
+  if (scale != 0xFF) {
+    const int exponent = 127 - p.shift - static_cast<int>(scale);
+    const uint32_t factorBits = exponent >= -126 ? static_cast<uint32_t>(exponent + 127) << 23
+                                                 : 1u << std::max(exponent + 149, 0);
+    const float magnitude = std::fabs(std::bit_cast<float>(static_cast<uint32_t>(bits) << 16));
+    const float y = magnitude * std::bit_cast<float>(factorBits);
+    saturationNeeded = saturationNeeded || !(y <= p.bound);
+    fp8 = p.e4m3 ? interp::testing::referenceRound<3, 4>(y) : interp::testing::referenceRound<2, 5>(y);
+  }
+  const uint32_t keep = scale != 0xFF ? 1 : 0;
+  const uint32_t byte = fp8 * keep + (keep ? 0 : 0x1F);  // one byte of the word's multiply-add
+  const uint32_t sign = (bits & 0x8000) ? 0xFF : 0x00;
+  return static_cast<uint8_t>(byte | (sign & 0x20));
+}
+
 /// The emitted packing of a word of four codes below 64 (mx_ops.cpp's packCodeWords): a byte
 /// permute and two multiply-adds, in 32-bit unsigned arithmetic (wrapping, as the GPU's).
 uint32_t packWordAsEmitted(uint32_t word) {
@@ -73,6 +97,44 @@ TEST(Mxfp6Fp8Encode, EveryBf16PatternAndScaleMatchesTheCpuEncoder) {
       }
     }
     EXPECT_EQ(mismatches, 0);
+  }
+}
+
+// Under RCEIL the scale of a block bounds its every element: each bf16 x that a block of scale S
+// can hold (RCEIL is monotone in the amax, so those whose own RCEIL scale is at most S; every
+// pattern for S = 0xFF, a NaN block) encodes as the CPU encoder does with no min at all. The
+// same sequence under the FLOOR scale of x itself overflows the bound: the emitter keeps the min
+// for the other modes.
+TEST(Mxfp6Fp8Encode, RceilScalesNeedNoSaturation) {
+  for (ElementFormat format : {ElementFormat::E2M3, ElementFormat::E3M2}) {
+    SCOPED_TRACE(elementFormatName(format));
+    const Fp8Path p = pathFor(format);
+    int64_t mismatches = 0, checked = 0;
+    bool saturationNeeded = false;
+    for (uint32_t x = 0; x <= 0xFFFF; ++x) {
+      const auto bits = static_cast<uint16_t>(x);
+      const bool finite = (x & 0x7F80) != 0x7F80;
+      const uint32_t own = finite ? scaleByte(bits, false, format, ScaleMode::Rceil) : 0xFF;
+      for (uint32_t s = own; s < 0xFF; ++s) {
+        const uint8_t want = encodeBf16Element(bits, static_cast<uint8_t>(s), format);
+        const uint8_t got = encodeThroughFp8Bounded(bits, s, p, saturationNeeded);
+        ++checked;
+        if (got != want && ++mismatches <= 10)
+          ADD_FAILURE() << "bf16 0x" << std::hex << x << " scale 0x" << s << ": got 0x" << +got << ", want 0x" << +want;
+      }
+      const uint8_t nanBlock = encodeThroughFp8Bounded(bits, 0xFF, p, saturationNeeded);
+      if (nanBlock != encodeBf16Element(bits, 0xFF, format) && ++mismatches <= 10)
+        ADD_FAILURE() << "bf16 0x" << std::hex << x << " in a NaN block: got 0x" << +nanBlock;
+    }
+    EXPECT_EQ(mismatches, 0);
+    EXPECT_FALSE(saturationNeeded);
+    EXPECT_GT(checked, 0x10000 * 100);  // most scales for most patterns
+
+    bool floorOverflows = false;
+    for (uint32_t x = 0; x <= 0x7F7F; ++x)
+      encodeThroughFp8Bounded(static_cast<uint16_t>(x), scaleByte(static_cast<uint16_t>(x), false, format, ScaleMode::Floor),
+                              p, floorOverflows);
+    EXPECT_TRUE(floorOverflows);
   }
 }
 
