@@ -120,7 +120,7 @@ class KernelEmitter {
   std::vector<int> emissionOrder() const;
   LogicalResult emitOp(const kir::Op& op, int id);
   LogicalResult emitLoad(const kir::Op& op, int id);
-  LogicalResult emitStore(const kir::Op& op);
+  LogicalResult emitStore(const kir::Op& op, int id);
   // reductions.cpp
   /// Moves each reduction across warps whose operand does not need an earlier one up next to
   /// it (at most kMaxBatchedReductions together), so they share one barrier.
@@ -238,6 +238,13 @@ class KernelEmitter {
   /// Whether op `scaleId` is mx_scale(op `valueId`, _, RCEIL): every element of a finite block
   /// then scales to at most the format's MAX, with no saturation to do (header of mx_ops.cpp).
   bool isRceilScaleOf(int scaleId, int valueId) const;
+  /// SCALARS = 1 (gathered_scalars.cpp): whether `op` is a scalar store the program gathers,
+  /// the check that each can be (outside loops, 4 bytes) with its slots, the write of a row's
+  /// scalar and offset to shared memory, and the stores after the body.
+  bool gathersScalarStore(const kir::Op& op) const;
+  LogicalResult planGatheredScalars(Location loc);
+  void emitGatheredScalarWrite(const kir::Op& op, int id);
+  void flushGatheredScalars();
   /// sm_90: the element codes through the FP8 conversions (header of mx_ops.cpp).
   LogicalResult emitMxEncodeFp8(const kir::Op& op, int id);
   LogicalResult emitPack6(const kir::Op& op, int id);
@@ -376,6 +383,10 @@ class KernelEmitter {
   std::vector<Value> paramArgs_;       // gpu.func argument of each KIR param (null if none)
   std::vector<Value> runtimeDimArgs_;  // gpu.func argument of each runtime dim (null if unused)
   Value sharedBuf_;
+  // SCALARS = 1 (gathered_scalars.cpp): per gathered scalar store, its first slot in the buffers
+  // of values (i32 bits) and element offsets (i64) in shared memory, ROWS slots each.
+  std::map<int, int64_t> gatheredSlot_;
+  Value gatheredValues_, gatheredOffsets_;
   Value stagingBuffer_;  // the largest staged chunk per thread; null if no store is staged
   int64_t stagingUnitBytes_ = 4;  // its element: 4 bytes, or 2 or 1 for chunks of odd words
   std::map<int, Value> transposeBuffers_;  // Transpose op id -> its shared buffer

@@ -135,11 +135,15 @@ Value KernelEmitter::chunkPointer(const kir::Op& op, Value base, int64_t c) {
   return elementPointer(op.param, k_.params[op.param].dtype, off);
 }
 
-LogicalResult KernelEmitter::emitStore(const kir::Op& op) {
+LogicalResult KernelEmitter::emitStore(const kir::Op& op, int id) {
   const kir::Param& p = k_.params[op.param];
   const RegValue& v = values_[op.value];
   bool slice = v.isVector();
   if (slice && stagingBuffer_ && stagedStore(op)) return emitStagedStore(op);
+  if (gatheredSlot_.count(id)) {
+    emitGatheredScalarWrite(op, id);
+    return success();
+  }
   Value base = scalarOffset(op);
   // Every element is stored once: a scalar by lane 0 of its row, a replicated vector element by
   // the first of the lanes that share it, anything else by the thread that holds it.

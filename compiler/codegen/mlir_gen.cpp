@@ -319,7 +319,7 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
       return success();
     }
     case OpCode::Load: return emitLoad(op, id);
-    case OpCode::Store: return emitStore(op);
+    case OpCode::Store: return emitStore(op, id);
     case OpCode::ReduceSum: case OpCode::ReduceMax: case OpCode::ReduceMin: return emitReduce(op, id);
     case OpCode::Repeat: return emitRepeat(op, id);
     case OpCode::GroupReduceSum: case OpCode::GroupReduceMax: case OpCode::GroupReduceMin:
@@ -408,6 +408,16 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     workgroup.push_back(t);
     sharedBytes += t.getNumElements() * kir::dtypeBytes(k_.ops[i].type.elem);
   }
+  // Gathered scalar stores: each's ROWS values and offsets.
+  if (failed(planGatheredScalars(kernelLoc))) return nullptr;
+  std::optional<size_t> gatheredSlot;
+  if (!gatheredSlot_.empty()) {
+    const int64_t slots = int64_t(gatheredSlot_.size()) * rows_;
+    gatheredSlot = workgroup.size();
+    for (Type t : {Type(b_.getI32Type()), Type(b_.getI64Type())})
+      workgroup.push_back(MemRefType::get({slots}, t, AffineMap(), gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
+    sharedBytes += slots * (4 + 8);
+  }
   // Staged stores share one buffer: each waits for the warp to finish reading the previous one.
   int64_t stagedBytes = 0;
   for (const kir::Op& op : k_.ops) {
@@ -490,6 +500,10 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   emitPrologue(func);
   for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = func.getWorkgroupAttributions()[slot];
   if (stagingSlot) stagingBuffer_ = func.getWorkgroupAttributions()[*stagingSlot];
+  if (gatheredSlot) {
+    gatheredValues_ = func.getWorkgroupAttributions()[*gatheredSlot];
+    gatheredOffsets_ = func.getWorkgroupAttributions()[*gatheredSlot + 1];
+  }
   if (asyncSlot) {
     // cp.async takes a shared-space pointer: the buffer's address, as the i8 pointer it is.
     Value address = memref::ExtractAlignedPointerAsIndexOp::create(b_, func.getWorkgroupAttributions()[*asyncSlot]);
@@ -509,6 +523,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     if (failed(emitOp(k_.ops[i], i))) return nullptr;
     if (k_.ops[i].code == OpCode::Load) noteEmittedLoad(i);
   }
+  flushGatheredScalars();
   for (const kir::Op& op : k_.ops) {
     if ((op.code == OpCode::Load && op.type.isVector()) ||
         (op.code == OpCode::Store && k_.ops[op.value].type.isVector()))
