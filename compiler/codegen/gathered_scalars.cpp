@@ -1,5 +1,6 @@
 // Gathered scalar stores (the SCALARS = 1 schedule): a program's per-row scalar outputs (the
-// norm+RoPE forwards' rstd) leave in one coalesced store per output instead of one store per row.
+// whole-QKV norm+RoPE forward's q and k rstd) leave in one coalesced store per output instead of
+// one store per row.
 //
 // Stored where they are computed, by the first lane of each row, a warp of THREADS lanes per row
 // writes 32 / THREADS rows' 4-byte scalars per store instruction: 8 bytes at 16 lanes per row,

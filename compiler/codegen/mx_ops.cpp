@@ -260,9 +260,10 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
     // libdevice's __nv_fminf, an undefined function wherever no CUDA toolkit is installed),
     // converted in pairs, the first operand to the high byte: FP8 bytes 0.0eeeee = the FP6
     // magnitude codes (|a| <= MAX keeps the top exponent bits clear).
-    // Bounded: |x| * F alone, the absolute value a free operand modifier of the multiply.
-    // (llvm.fabs by name: the NVVM lowering sends its op, llvm.intr.fabs, to libdevice; a sign
-    // mask on x instead is folded by LLVM into the widening's shift, an ALU op more.)
+    // Bounded: |x| * F alone, the absolute value a free operand modifier of the multiply. Through
+    // llvm.nvvm.fabs: the NVVM lowering sends llvm.intr.fabs to libdevice, and LLVM turns a
+    // sign mask or llvm.fabs of the widened bf16 into a mask after the widening's shift, an ALU
+    // op more per element.
     Value x = castValue(chunk, Dtype::BF16, Dtype::F32);
     Value magnitude;
     if (bounded) {
