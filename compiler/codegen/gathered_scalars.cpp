@@ -55,7 +55,8 @@ LogicalResult KernelEmitter::planGatheredScalars(Location loc) {
 void KernelEmitter::emitGatheredScalarWrite(const kir::Op& op, int id) {
   Value slot = arith::AddIOp::create(b_, constI64(gatheredSlot_.at(id)), rowInBlock_);
   Value index = arith::IndexCastOp::create(b_, b_.getIndexType(), slot);
-  Value offset = arith::SelectOp::create(b_, rowValid_, scalarOffset(op), constI64(-1));
+  Value rowOffset = scalarOffset(op);
+  Value offset = arith::SelectOp::create(b_, rowValid_, rowOffset, constI64(-1));
   Value firstLane = arith::CmpIOp::create(b_, arith::CmpIPredicate::eq, lane_, constI64(0));
   auto ifOp = scf::IfOp::create(b_, firstLane, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b_);

@@ -291,12 +291,15 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
                           .getResult(0));
     Value fp8 = vector::BitCastOp::create(b_, words, vector::FromElementsOp::create(b_, VectorType::get({perThread / 2}, i16), pairs));
     if (bounded) {
-      // A NaN block's words: 0x1F1F1F1F in place of its converted garbage (header).
+      // A NaN block's words: 0x1F1F1F1F in place of its converted garbage (header). Each op
+      // named before its use (kernel_emitter.h: creation order).
       Value keep = s.zext(s.cmp(arith::CmpIPredicate::ne, scale, s.c(0xFF)));
-      Value nanCodes = s.sel(nanBlock, s.c(0x1F1F1F1F), s.c(0));
-      IntMath h(b_, words);
-      fp8 = h.add(arith::MulIOp::create(b_, fp8, spreadToBlocks(keep, scales, perThread / 4, 8)),
-                  spreadToBlocks(nanCodes, scales, perThread / 4, 8));
+      Value nanWord = s.c(0x1F1F1F1F);
+      Value noWord = s.c(0);
+      Value nanCodes = s.sel(nanBlock, nanWord, noWord);
+      Value kept = arith::MulIOp::create(b_, fp8, spreadToBlocks(keep, scales, perThread / 4, 8));
+      Value replaced = spreadToBlocks(nanCodes, scales, perThread / 4, 8);
+      fp8 = IntMath(b_, words).add(kept, replaced);
     }
 
     // Per four elements: their signs, one byte each (0xFF or 0), by a byte permute of the two bf16
