@@ -34,12 +34,15 @@ Fp8Path pathFor(ElementFormat format) {
   return {12, std::ldexp(28.0f, -12), false};
 }
 
+/// The f32 bits of a finite scale byte's factor F = 2^(127 - S - shift): normal, or denormal.
+uint32_t finiteFactorBits(uint32_t scale, const Fp8Path& p) {
+  const int exponent = 127 - p.shift - static_cast<int>(scale);
+  return exponent >= -126 ? static_cast<uint32_t>(exponent + 127) << 23 : 1u << std::max(exponent + 149, 0);
+}
+
 /// The emitted sequence for one element: its scale factor per block, then per element.
 uint8_t encodeThroughFp8(uint16_t bits, uint32_t scale, const Fp8Path& p) {
-  const int exponent = 127 - p.shift - static_cast<int>(scale);
-  const uint32_t finiteBits = exponent >= -126 ? static_cast<uint32_t>(exponent + 127) << 23
-                                               : 1u << std::max(exponent + 149, 0);
-  const uint32_t factorBits = scale == 0xFF ? 0x7F800000u : finiteBits;  // +Inf: a NaN block
+  const uint32_t factorBits = scale == 0xFF ? 0x7F800000u : finiteFactorBits(scale, p);  // +Inf: a NaN block
   const float x = std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
   const float y = x * std::bit_cast<float>(factorBits);
   const float magnitude = std::bit_cast<float>(std::bit_cast<uint32_t>(y) & 0x7FFFFFFFu);
@@ -58,11 +61,8 @@ uint8_t encodeThroughFp8(uint16_t bits, uint32_t scale, const Fp8Path& p) {
 uint8_t encodeThroughFp8Bounded(uint16_t bits, uint32_t scale, const Fp8Path& p, bool& saturationNeeded) {
   uint32_t fp8 = 0x7F;
   if (scale != 0xFF) {
-    const int exponent = 127 - p.shift - static_cast<int>(scale);
-    const uint32_t factorBits = exponent >= -126 ? static_cast<uint32_t>(exponent + 127) << 23
-                                                 : 1u << std::max(exponent + 149, 0);
     const float magnitude = std::fabs(std::bit_cast<float>(static_cast<uint32_t>(bits) << 16));
-    const float y = magnitude * std::bit_cast<float>(factorBits);
+    const float y = magnitude * std::bit_cast<float>(finiteFactorBits(scale, p));
     saturationNeeded = saturationNeeded || !(y <= p.bound);
     fp8 = p.e4m3 ? interp::testing::referenceRound<3, 4>(y) : interp::testing::referenceRound<2, 5>(y);
   }
