@@ -34,12 +34,11 @@ bool KernelEmitter::gathersScalarStore(const kir::Op& op) const {
 }
 
 LogicalResult KernelEmitter::planGatheredScalars(Location loc) {
-  int depth = 0;
+  const std::vector<int> depth = loopDepths();
   for (size_t i = 0; i < k_.ops.size(); ++i) {
     const kir::Op& op = k_.ops[i];
-    depth += op.code == OpCode::ForBegin ? 1 : op.code == OpCode::ForEnd ? -1 : 0;
     if (!gathersScalarStore(op)) continue;
-    if (depth > 0)
+    if (depth[i] > 0)
       return emitError(loc) << "kernel '" << k_.name << "': SCALARS = 1 gathers the scalar stores after the row body, "
                             << "but the store to '" << k_.params[op.param].name << "' is inside a loop"
                             << (serial_ > 1 ? " (SERIAL's row groups)" : "");
@@ -71,7 +70,6 @@ void KernelEmitter::flushGatheredScalars() {
   gpu::BarrierOp::create(b_);
   const int64_t programThreads = rows_ * threads_;
   const int64_t stride = (rows_ + warp_ - 1) / warp_ * warp_;  // each store's rows from a warp of its own
-  Value tid = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::ThreadIdOp::create(b_, gpu::Dimension::x));
   int64_t ordinal = 0;
   for (const auto& [id, first] : gatheredSlot_) {
     const kir::Op& op = k_.ops[id];
@@ -79,7 +77,7 @@ void KernelEmitter::flushGatheredScalars() {
     int64_t base = ordinal++ * stride;
     if (base + rows_ > programThreads) base = 0;
     // Thread base + j stores row j of the program (unsigned: threads below base wrap past ROWS).
-    Value j = arith::SubIOp::create(b_, tid, constI64(base));
+    Value j = arith::SubIOp::create(b_, threadId_, constI64(base));
     Value mine = arith::CmpIOp::create(b_, arith::CmpIPredicate::ult, j, constI64(rows_));
     auto ifMine = scf::IfOp::create(b_, mine, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b_);

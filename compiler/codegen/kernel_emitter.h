@@ -242,6 +242,9 @@ class KernelEmitter {
   /// the check that each can be (outside loops, 4 bytes) with its slots, the write of a row's
   /// scalar and offset to shared memory, and the stores after the body.
   bool gathersScalarStore(const kir::Op& op) const;
+  /// Per op: how many loops (the DSL's and SERIAL's row groups) enclose it; a ForBegin counts its
+  /// own loop, its ForEnd does not.
+  std::vector<int> loopDepths() const;
   LogicalResult planGatheredScalars(Location loc);
   void emitGatheredScalarWrite(const kir::Op& op, int id);
   void flushGatheredScalars();
@@ -391,7 +394,7 @@ class KernelEmitter {
   int64_t stagingUnitBytes_ = 4;  // its element: 4 bytes, or 2 or 1 for chunks of odd words
   std::map<int, Value> transposeBuffers_;  // Transpose op id -> its shared buffer
   std::set<int> transposeWaits_;           // transposes whose buffer an earlier one used
-  Value lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
+  Value threadId_, lane_, warpInRow_, laneInWarp_, rowInBlock_, row_, rowValid_;
   Value firstRow_, numRows_;  // this thread's row in the program's first group (unclamped); all rows
   std::vector<RegValue> values_;
   std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)

@@ -215,6 +215,16 @@ std::vector<int> KernelEmitter::emissionOrder() const {
   return batchReductions(std::move(order));
 }
 
+std::vector<int> KernelEmitter::loopDepths() const {
+  std::vector<int> depths(k_.ops.size());
+  int depth = 0;
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    depth += k_.ops[i].code == OpCode::ForBegin ? 1 : k_.ops[i].code == OpCode::ForEnd ? -1 : 0;
+    depths[i] = depth;
+  }
+  return depths;
+}
+
 Value KernelEmitter::rowExtent(size_t v) {
   if (k_.rowDims[v] < 0) return constI64(k_.rowConstExtents[v]);
   return runtimeDimArgs_[k_.rowDims[v]];
@@ -230,10 +240,10 @@ bool KernelEmitter::overlapsPreviousGrid() const {
 }
 
 void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
-  Value tid = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::ThreadIdOp::create(b_, gpu::Dimension::x));
+  threadId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::ThreadIdOp::create(b_, gpu::Dimension::x));
   Value bid = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
-  rowInBlock_ = arith::DivUIOp::create(b_, tid, constI64(threads_));
-  lane_ = arith::RemUIOp::create(b_, tid, constI64(threads_));
+  rowInBlock_ = arith::DivUIOp::create(b_, threadId_, constI64(threads_));
+  lane_ = arith::RemUIOp::create(b_, threadId_, constI64(threads_));
   warpInRow_ = arith::DivUIOp::create(b_, lane_, constI64(warp_));
   laneInWarp_ = arith::RemUIOp::create(b_, lane_, constI64(warp_));
   firstRow_ = arith::AddIOp::create(b_, arith::MulIOp::create(b_, bid, constI64(rows_ * serial_ * interleave_)),
@@ -392,11 +402,10 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   std::map<int, size_t> transposeSlot;  // Transpose op id -> workgroup attribution
   std::map<std::pair<Dtype, int64_t>, size_t> bufferOf;
   int64_t sharedBytes = needsShared_ ? sharedFloats * 4 : 0;
-  int depth = 0;
+  const std::vector<int> depth = loopDepths();
   for (size_t i = 0; i < k_.ops.size(); ++i) {
-    depth += k_.ops[i].code == OpCode::ForBegin ? 1 : k_.ops[i].code == OpCode::ForEnd ? -1 : 0;
     if (k_.ops[i].code != OpCode::Transpose) continue;
-    if (depth > 0) transposeWaits_.insert(int(i));
+    if (depth[i] > 0) transposeWaits_.insert(int(i));
     MemRefType t = transposeBufferType(k_.ops[i]);
     auto key = std::make_pair(k_.ops[i].type.elem, t.getNumElements());
     if (auto it = bufferOf.find(key); it != bufferOf.end()) {

@@ -278,7 +278,7 @@ LogicalResult KernelEmitter::emitMxEncodeFp8(const kir::Op& op, int id) {
       Value y = arith::MulFOp::create(b_, x, factorF);
       magnitude = arith::BitcastOp::create(b_, f32v, m.band(arith::BitcastOp::create(b_, i32v, y), m.c(0x7FFFFFFF)));
     }
-    Value boundF = arith::ConstantOp::create(b_, b_.getF32FloatAttr(bound));
+    Value boundF = bounded ? Value() : arith::ConstantOp::create(b_, b_.getF32FloatAttr(bound)).getResult();
     auto saturated = [&](int64_t e) -> Value {
       Value mag = vector::ExtractOp::create(b_, magnitude, ArrayRef<int64_t>{e});
       if (bounded) return mag;

@@ -94,8 +94,7 @@ TEST_F(LnModulateCodeObject, HsacoIsAnAmdgpuElfForEachChip) {
 }
 
 TEST_F(LnModulateCodeObject, CubinIsACudaElfWhenPtxasIsInstalled) {
-  if (access("/usr/local/cuda/bin/ptxas", X_OK) != 0 && !std::getenv("MXFP6_PTXAS"))
-    GTEST_SKIP() << "ptxas not installed: cubin is optional (PTX is checked by lit)";
+  if (!testing::ptxasInstalled()) GTEST_SKIP() << "ptxas not installed: cubin is optional (PTX is checked by lit)";
   codegen::CompiledKernel c = compile("sm_90", Emit::Cubin);
   ElfFacts f = readElf(c.bytes);
   EXPECT_EQ(f.machine, unsigned(llvm::ELF::EM_CUDA));

@@ -5,10 +5,6 @@
 // interpreter, ragged row counts included.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <cstdlib>
-
 #include "compiler/codegen/codegen.h"
 #include "tests/codegen/kernel_fixture.h"
 
@@ -58,8 +54,7 @@ TEST(GatheredScalars, InterleavedRowSlotsAreGatheredEachOnTheirOwn) {
 }
 
 TEST(GatheredScalars, PtxasAssemblesIt) {
-  if (access("/usr/local/cuda/bin/ptxas", X_OK) != 0 && !std::getenv("MXFP6_PTXAS"))
-    GTEST_SKIP() << "ptxas not installed";
+  if (!testing::ptxasInstalled()) GTEST_SKIP() << "ptxas not installed";
   kir::Kernel k = testing::inlineKernel(kSource, "rows2", {{"ROWS", 16}, {"SCALARS", 1}});
   EXPECT_FALSE(testing::compiledOrFail(k, "sm_90", codegen::Emit::Cubin).empty());
 }

@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -62,6 +65,11 @@ inline std::string compiledOrFail(const kir::Kernel& kernel, const std::string& 
   Expected<codegen::CompiledKernel> c = codegen::compileKernel(kernel, *codegen::findTarget(target), emit);
   EXPECT_TRUE(c.isOk()) << c.status().message();
   return c.isOk() ? c->bytes : "";
+}
+
+/// Whether mxfp6c can assemble cubins here: ptxas at its default path or named by MXFP6_PTXAS.
+inline bool ptxasInstalled() {
+  return access("/usr/local/cuda/bin/ptxas", X_OK) == 0 || std::getenv("MXFP6_PTXAS") != nullptr;
 }
 
 /// How many times `pattern` (a regular expression) matches in `text`.

@@ -51,8 +51,7 @@ TEST(PredicatedStores, TheDefaultBranchesAroundTheStores) {
 }
 
 TEST(PredicatedStores, PtxasAssemblesThem) {
-  if (access("/usr/local/cuda/bin/ptxas", X_OK) != 0 && !std::getenv("MXFP6_PTXAS"))
-    GTEST_SKIP() << "ptxas not installed";
+  if (!testing::ptxasInstalled()) GTEST_SKIP() << "ptxas not installed";
   for (int64_t vec : {4, 8})
     EXPECT_FALSE(ptxAt({{"THREADS", 8}, {"VEC", vec}, {"PREDICATE", 1}}, codegen::Emit::Cubin).empty()) << vec;
 }
