@@ -23,7 +23,7 @@ bool emitSupported(Emit e, const TargetInfo& target);
 struct Resources {
   std::optional<int> registers;      // per thread: registers (NVIDIA) / VGPRs (AMD)
   std::optional<int> sgprs;          // AMD scalar registers
-  std::optional<int> sharedBytes;    // static shared memory / LDS per program
+  std::optional<int> sharedBytes;    // shared memory / LDS per program, static and dynamic
   std::optional<int> stackBytes;     // spill/stack per thread (private segment on AMD)
 };
 

@@ -2,6 +2,7 @@
 // stopping after whichever stage the caller asked for.
 //
 //   nvvm:  convert-scf-to-cf, convert-gpu-to-nvvm  -> gpu-module-to-binary{isa} = PTX -> ptxas -> cubin
+//          (the dynamic shared memory's global made external between the two)
 //   rocdl: convert-scf-to-cf, convert-gpu-to-rocdl -> gpu-module-to-binary{bin} = HSACO (linked by ld.lld)
 //
 // `scf` goes to `cf` inside the gpu.module before the GPU-to-NVVM/ROCDL conversion, which
@@ -22,6 +23,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -52,19 +54,46 @@ class DiagnosticCollector {
   mlir::ScopedDiagnosticHandler handler_;
 };
 
-/// The pass pipeline on the top-level module (the PassManager is anchored there already).
-std::string pipelineFor(const TargetInfo& target, const std::string& format, const std::string& toolkit) {
+/// The pass pipelines on the top-level module (the PassManager is anchored there already): the
+/// conversion to the target's LLVM dialect, then the serialization.
+std::string conversionPipelineFor(const TargetInfo& target) {
   std::ostringstream p;
   if (target.backend == Backend::NVVM) {
     p << "nvvm-attach-target{chip=" << target.chip << " O=3},"
-      << "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts),"
-      << "gpu-module-to-binary{format=" << format << "}";
+      << "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm,canonicalize,cse,reconcile-unrealized-casts)";
   } else {
     p << "rocdl-attach-target{chip=" << target.chip << " O=3},"
-      << "gpu.module(convert-scf-to-cf,convert-gpu-to-rocdl,canonicalize,cse,reconcile-unrealized-casts),"
-      << "gpu-module-to-binary{format=" << format << " toolkit=" << toolkit << "}";
+      << "gpu.module(convert-scf-to-cf,convert-gpu-to-rocdl,canonicalize,cse,reconcile-unrealized-casts)";
   }
   return p.str();
+}
+
+std::string serializationPipelineFor(const TargetInfo& target, const std::string& format, const std::string& toolkit) {
+  std::ostringstream p;
+  p << "gpu-module-to-binary{format=" << format;
+  if (target.backend == Backend::ROCDL) p << " toolkit=" << toolkit;
+  p << "}";
+  return p.str();
+}
+
+/// gpu.dynamic_shared_memory lowers to an internal zero-length global, which PTX declares as one
+/// byte of static shared memory that the launch's dynamic bytes merely follow. Declared external,
+/// it is the base of the dynamic shared memory itself (`.extern .shared .b8 name[]`).
+void externDynamicSharedMemory(mlir::ModuleOp module) {
+  module.walk([](mlir::LLVM::GlobalOp global) {
+    if (global.getSymName().starts_with("__dynamic_shmem__")) global.setLinkage(mlir::LLVM::Linkage::External);
+  });
+}
+
+Status runPipeline(mlir::MLIRContext& ctx, mlir::ModuleOp module, const TargetInfo& target, const std::string& pipeline,
+                   DiagnosticCollector& diags) {
+  mlir::PassManager pm(&ctx);
+  std::string parseErrors;
+  llvm::raw_string_ostream errStream(parseErrors);
+  if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, errStream)))
+    return Status::error("internal error: bad pass pipeline '" + pipeline + "': " + parseErrors);
+  if (mlir::failed(pm.run(module))) return diags.failure("lowering to " + target.name + " failed");
+  return Status::ok();
 }
 
 /// Runs the target pipeline and returns the serialized object of the single gpu.binary.
@@ -74,13 +103,9 @@ Expected<std::string> lowerToObject(mlir::MLIRContext& ctx, mlir::ModuleOp modul
   if (target.backend == Backend::ROCDL) {
     ASSIGN_OR_RETURN(toolkit, rocdlToolkitPath());
   }
-  mlir::PassManager pm(&ctx);
-  std::string pipeline = pipelineFor(target, format, toolkit);
-  std::string parseErrors;
-  llvm::raw_string_ostream errStream(parseErrors);
-  if (mlir::failed(mlir::parsePassPipeline(pipeline, pm, errStream)))
-    return Status::error("internal error: bad pass pipeline '" + pipeline + "': " + parseErrors);
-  if (mlir::failed(pm.run(module))) return diags.failure("lowering to " + target.name + " failed");
+  RETURN_IF_ERROR(runPipeline(ctx, module, target, conversionPipelineFor(target), diags));
+  externDynamicSharedMemory(module);
+  RETURN_IF_ERROR(runPipeline(ctx, module, target, serializationPipelineFor(target, format, toolkit), diags));
   std::string object;
   module.walk([&](mlir::gpu::BinaryOp binary) {
     for (mlir::Attribute a : binary.getObjects())
@@ -187,6 +212,9 @@ Expected<CompiledKernel> compileKernel(const kir::Kernel& kernel, const TargetIn
     ASSIGN_OR_RETURN(out.bytes, lowerToObject(ctx, *module, target, "bin", diags));
     ASSIGN_OR_RETURN(out.resources, readHsacoResources(out.bytes, entryName(kernel)));
   }
+  // ptxas counts static shared memory only; residency depends on all of a program's.
+  if (out.resources.registers && shape.dynamicSharedBytes > 0)
+    out.resources.sharedBytes = out.resources.sharedBytes.value_or(0) + shape.dynamicSharedBytes;
   out.metadataJson = launchMetadataJson(kernel, target, shape, out.resources);
   out.blockThreads = shape.blockThreads;
   return out;

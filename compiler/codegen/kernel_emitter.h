@@ -36,7 +36,6 @@ using kir::OpCode;
 constexpr unsigned kGlobalAddressSpace = 1;
 constexpr unsigned kSharedAddressSpace = 3;
 constexpr int64_t kMaxAccessBytes = 16;
-constexpr int64_t kMaxStaticSharedBytes = 48 * 1024;
 
 Type scalarType(MLIRContext* ctx, Dtype d);
 
@@ -106,7 +105,11 @@ class KernelEmitter {
   /// OVERLAP = 1 on NVIDIA: the kernel waits for the previous grid at its entry (programmatic
   /// dependent launch); no effect on AMD.
   bool overlapsPreviousGrid() const;
-  void emitPrologue(gpu::GPUFuncOp func);
+  void emitPrologue();
+  /// Views of the shared memory passed at launch, one per buffer type, 16-byte aligned in order;
+  /// and the bytes they span.
+  SmallVector<Value> viewDynamicSharedMemory(ArrayRef<Type> buffers);
+  static int64_t dynamicSharedBytes(ArrayRef<Type> buffers);
   /// The row of slot `slot` (INTERLEAVE) of row group `trip` (SERIAL; null: the program's only
   /// group), clamped to the last row; `valid` (if given) says whether it is in range.
   Value groupRow(Value trip, int64_t slot, Value* valid);

@@ -144,9 +144,9 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   }
   j["abi"] = abi;
   j["block"] = {shape.blockThreads, 1, 1};
-  // Dynamic shared memory passed at launch: none, the reduction buffers are static.
-  j["shared_bytes"] = 0;
-  j["static_shared_bytes"] = shape.sharedBytes;
+  // Shared memory passed at launch, where the buffers do not fit the static allocation.
+  j["shared_bytes"] = shape.dynamicSharedBytes;
+  j["static_shared_bytes"] = shape.sharedBytes - shape.dynamicSharedBytes;
   j["rows_per_program"] = shape.rowsPerProgram;
   j["alignment"] = shape.pointerAlignment;
   // The kernel starts by waiting for the previous grid in the stream (griddepcontrol.wait), so the

@@ -239,7 +239,7 @@ bool KernelEmitter::overlapsPreviousGrid() const {
   return target_.backend == Backend::NVVM && tunable("OVERLAP") == 1;
 }
 
-void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
+void KernelEmitter::emitPrologue() {
   threadId_ = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::ThreadIdOp::create(b_, gpu::Dimension::x));
   Value bid = arith::IndexCastOp::create(b_, b_.getI64Type(), gpu::BlockIdOp::create(b_, gpu::Dimension::x));
   rowInBlock_ = arith::DivUIOp::create(b_, threadId_, constI64(threads_));
@@ -251,7 +251,37 @@ void KernelEmitter::emitPrologue(gpu::GPUFuncOp func) {
   numRows_ = constI64(1);
   for (size_t v = 0; v < k_.rowDims.size(); ++v) numRows_ = arith::MulIOp::create(b_, numRows_, rowExtent(v));
   bindRows(Value());
-  if (needsShared_) sharedBuf_ = func.getWorkgroupAttributions().front();
+}
+
+namespace {
+
+/// Where each buffer starts in the dynamic shared memory: 16-byte aligned, as the static
+/// attributions are, one after the other; the last entry is the total.
+SmallVector<int64_t> dynamicSharedOffsets(ArrayRef<Type> buffers) {
+  SmallVector<int64_t> offsets{0};
+  for (Type t : buffers) {
+    auto m = cast<MemRefType>(t);
+    int64_t bytes = m.getNumElements() * int64_t(m.getElementTypeBitWidth() / 8);
+    offsets.push_back(offsets.back() + (bytes + 15) / 16 * 16);
+  }
+  return offsets;
+}
+
+}  // namespace
+
+int64_t KernelEmitter::dynamicSharedBytes(ArrayRef<Type> buffers) { return dynamicSharedOffsets(buffers).back(); }
+
+SmallVector<Value> KernelEmitter::viewDynamicSharedMemory(ArrayRef<Type> buffers) {
+  auto workgroup = gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup);
+  auto bytesType = MemRefType::get({ShapedType::kDynamic}, b_.getI8Type(), AffineMap(), workgroup);
+  Value base = gpu::DynamicSharedMemoryOp::create(b_, bytesType);
+  SmallVector<int64_t> offsets = dynamicSharedOffsets(buffers);
+  SmallVector<Value> views;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    Value at = arith::ConstantIndexOp::create(b_, offsets[i]);
+    views.push_back(memref::ViewOp::create(b_, cast<MemRefType>(buffers[i]), base, at, ValueRange{}));
+  }
+  return views;
 }
 
 Value KernelEmitter::groupRow(Value trip, int64_t slot, Value* valid) {
@@ -460,18 +490,22 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
     sharedBytes += asyncBytes;
   }
-  // Static shared memory: 48 KB is what every target grants a program without opting in.
-  if (sharedBytes > kMaxStaticSharedBytes) {
+  // Past what a program may allocate statically (sm_90: 48 KB), the buffers become views of the
+  // shared memory requested at launch.
+  const bool dynamicShared = sharedBytes > target_.maxStaticSharedBytes;
+  if (dynamicShared) sharedBytes = dynamicSharedBytes(workgroup);
+  if (sharedBytes > target_.maxSharedBytes) {
     emitError(kernelLoc) << "kernel '" << k_.name << "' needs " << sharedBytes
                          << " bytes of shared memory (reductions, transpose, store staging and asynchronous copy buffers of " << rows_ * interleave_
-                         << " rows per row group), more than the " << kMaxStaticSharedBytes
-                         << " a program may use; lower ROWS or the transposed tile";
+                         << " rows per row group), more than the " << target_.maxSharedBytes << " a program may use on "
+                         << target_.name << "; lower ROWS or the transposed tile";
     return nullptr;
   }
-  auto func = gpu::GPUFuncOp::create(b_, entryName(k_), b_.getFunctionType(argTypes, {}), workgroup, TypeRange{});
+  auto func = gpu::GPUFuncOp::create(b_, entryName(k_), b_.getFunctionType(argTypes, {}),
+                                     dynamicShared ? TypeRange{} : TypeRange(workgroup), TypeRange{});
   func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b_.getUnitAttr());
   // Shared buffers start 16-byte aligned: transposes store 16-byte row vectors into theirs.
-  for (unsigned i = 0; i < workgroup.size(); ++i)
+  for (unsigned i = 0; i < func.getNumWorkgroupAttributions(); ++i)
     func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b_.getI64IntegerAttr(16));
   int blockThreads = int(rows_ * threads_);
   func.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({blockThreads, 1, 1}));
@@ -506,16 +540,24 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     NVVM::GriddepcontrolOp::create(b_, NVVM::GridDepActionKind::launch_dependents);
     shape.waitsForPreviousGrid = true;
   }
-  emitPrologue(func);
-  for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = func.getWorkgroupAttributions()[slot];
-  if (stagingSlot) stagingBuffer_ = func.getWorkgroupAttributions()[*stagingSlot];
+  emitPrologue();
+  SmallVector<Value> buffers;
+  if (dynamicShared) {
+    buffers = viewDynamicSharedMemory(workgroup);
+    shape.dynamicSharedBytes = int(sharedBytes);
+  } else {
+    buffers.assign(func.getWorkgroupAttributions().begin(), func.getWorkgroupAttributions().end());
+  }
+  if (needsShared_) sharedBuf_ = buffers.front();
+  for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = buffers[slot];
+  if (stagingSlot) stagingBuffer_ = buffers[*stagingSlot];
   if (gatheredSlot) {
-    gatheredValues_ = func.getWorkgroupAttributions()[*gatheredSlot];
-    gatheredOffsets_ = func.getWorkgroupAttributions()[*gatheredSlot + 1];
+    gatheredValues_ = buffers[*gatheredSlot];
+    gatheredOffsets_ = buffers[*gatheredSlot + 1];
   }
   if (asyncSlot) {
     // cp.async takes a shared-space pointer: the buffer's address, as the i8 pointer it is.
-    Value address = memref::ExtractAlignedPointerAsIndexOp::create(b_, func.getWorkgroupAttributions()[*asyncSlot]);
+    Value address = memref::ExtractAlignedPointerAsIndexOp::create(b_, buffers[*asyncSlot]);
     Value integer = arith::IndexCastOp::create(b_, b_.getI64Type(), address);
     asyncBuffer_ = LLVM::IntToPtrOp::create(b_, LLVM::LLVMPointerType::get(&ctx_, kSharedAddressSpace), integer);
   }

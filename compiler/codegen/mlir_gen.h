@@ -22,7 +22,8 @@ namespace mxfp6::codegen {
 struct LaunchShape {
   int blockThreads = 0;     // threads per program (ROWS * THREADS)
   int rowsPerProgram = 0;   // rows one program handles; grid = ceil(rows / rowsPerProgram)
-  int sharedBytes = 0;      // static shared memory used by cross-warp reductions
+  int sharedBytes = 0;      // shared memory of the buffers: reductions, transposes, staging, copies
+  int dynamicSharedBytes = 0;  // of which passed at launch (0: all static)
   int pointerAlignment = 0; // bytes every tensor pointer must be aligned to
   std::map<int, int64_t> strideMultiples;  // stride parameter -> the multiple its value must be
   std::map<int, int64_t> dimMultiples;     // runtime dim -> the multiple its value must be

@@ -15,6 +15,10 @@ struct TargetInfo {
   Backend backend;
   int subgroupSize;     // threads that a warp shuffle spans: 32 on NVIDIA, 64 on CDNA
   std::string chip;     // the chip string of the MLIR target attribute
+  // Shared memory (LDS) of one program: what it may allocate statically, and at most, past which
+  // the rest must be requested at launch (sm_90: 48 KB static, 227 KB once the function opts in).
+  int maxStaticSharedBytes;
+  int maxSharedBytes;
 };
 
 /// The target named `name`, or nullopt.

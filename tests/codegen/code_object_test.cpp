@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <regex>
 #include <nlohmann/json.hpp>
 
 #include "compiler/codegen/codegen.h"
@@ -259,9 +260,8 @@ TEST_F(LnModulateCodeObject, ScheduleTheTargetCannotRunIsALocatedError) {
       << c.status().message();
 }
 
-// Transposes of one type and size share a buffer; a program whose buffers would pass the 48 KB
-// any target grants without opting in is a located error naming the bytes, not a ptxas failure.
-TEST(TileCodeObject, TransposeBuffersAreSharedAndBoundedByStaticSharedMemory) {
+// Transposes of one type and size share a buffer, counted in the metadata's static shared bytes.
+TEST(TileCodeObject, TransposeBuffersAreShared) {
   std::optional<frontend::Module> m = testing::parseKernelFile("norm_rope_bwd_pack.mxk");
   ASSERT_TRUE(m);
   std::optional<kir::Kernel> k = testing::instantiateOrFail(*m, "norm_rope_qkv_bwd_pack", {});
@@ -278,20 +278,75 @@ TEST(TileCodeObject, TransposeBuffersAreSharedAndBoundedByStaticSharedMemory) {
   // the staging of the packed stores: 6 bytes (8 codes) per thread.
   nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
   EXPECT_EQ(metadata["static_shared_bytes"], (32 * 136 * 2 + 3 * 32) + (32 * 576 + 3 * 32) + 256 * 6);
+  EXPECT_EQ(metadata["shared_bytes"], 0) << "all of it static: nothing to pass at launch";
+}
 
-  std::optional<frontend::Module> pack = testing::parseKernelFile("mxfp6_pack.mxk");
-  ASSERT_TRUE(pack);
-  k = testing::instantiateOrFail(*pack, "mxfp6_pack_cols", {{"W", 128}, {"ROWS", 2}, {"THREADS", 128}, {"VEC", 32}});
+// A column packer of 8 rows of W=128 tiles per program (past the DSL's require, set on the
+// instance): 8 x 32 x 144 bf16 of transpose buffer = 73728 bytes (one band: a thread holds a whole
+// column; 16 bytes of padding after each 128 of a row, where the row's four 64-byte vectors would
+// meet), and the staging of the 24-byte packed stores, 8 x 128 threads x 24 bytes = 24576.
+std::optional<kir::Kernel> columnPackerOfRows(int rows) {
+  static std::optional<frontend::Module> pack = testing::parseKernelFile("mxfp6_pack.mxk");
+  if (!pack) return std::nullopt;
+  std::optional<kir::Kernel> k = testing::instantiateOrFail(
+      *pack, "mxfp6_pack_cols", {{"W", 128}, {"ROWS", 1}, {"THREADS", 128}, {"VEC", 32}});
+  if (k) k->rowsPerProgram = rows;
+  return k;
+}
+
+// Past the 48 KB a program may allocate statically on sm_90, the buffers are views of dynamic
+// shared memory: declared external in the PTX (its base, not a static byte that the launch's bytes
+// follow), every byte passed at launch, none static.
+TEST(TileCodeObject, SharedMemoryPastTheStaticLimitIsPassedAtLaunch) {
+  std::optional<kir::Kernel> k = columnPackerOfRows(8);
   ASSERT_TRUE(k);
-  // Past the DSL's require: 8 x 32 x 144 bf16 of transpose buffer = 73728 bytes (one band: a
-  // thread holds a whole column; 16 bytes of padding after each 128 of a row, where the row's four
-  // 64-byte vectors would meet), and the staging of the 24-byte packed stores, 8 x 128 threads x 24
-  // bytes = 24576.
-  k->rowsPerProgram = 8;
-  c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
+  Expected<codegen::CompiledKernel> ptx = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Ptx);
+  ASSERT_TRUE(ptx.isOk()) << ptx.status().message();
+  nlohmann::json metadata = nlohmann::json::parse(ptx->metadataJson);
+  EXPECT_EQ(metadata["shared_bytes"], 73728 + 24576);
+  EXPECT_EQ(metadata["static_shared_bytes"], 0);
+  EXPECT_NE(ptx->bytes.find(".extern .shared .align 16 .b8 __dynamic_shmem__0[];"), std::string::npos);
+  size_t declarations = 0;
+  for (size_t at = ptx->bytes.find(".shared .align"); at != std::string::npos; at = ptx->bytes.find(".shared .align", at + 1))
+    ++declarations;
+  EXPECT_EQ(declarations, 1u) << "no static shared buffer beside the dynamic one";
+
+  if (!testing::ptxasInstalled()) GTEST_SKIP() << "ptxas not installed: the cubin's resources are optional";
+  Expected<codegen::CompiledKernel> cubin = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Cubin);
+  ASSERT_TRUE(cubin.isOk()) << cubin.status().message();
+  nlohmann::json resources = nlohmann::json::parse(cubin->metadataJson)["resources"];
+  // Residency counts the dynamic bytes: at most two programs of 96 KB (+1 KB each) in 228 KB.
+  EXPECT_EQ(resources["shared_bytes"], 73728 + 24576);
+  EXPECT_LE(resources["occupancy"]["programs_per_unit"].get<int>(), 2);
+}
+
+// A program whose buffers pass what the target grants is a located error naming the bytes and the
+// target's limit, not a ptxas or llc failure: gfx942 allocates its 64 KB of LDS statically only,
+// sm_90 opts into at most 227 KB.
+TEST(TileCodeObject, SharedMemoryPastTheTargetsLimitIsALocatedError) {
+  std::optional<kir::Kernel> k = columnPackerOfRows(8);
+  ASSERT_TRUE(k);
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, *codegen::findTarget("gfx942"), Emit::Mlir);
   ASSERT_FALSE(c.isOk());
   EXPECT_NE(c.status().message().find("mxfp6_pack.mxk:"), std::string::npos) << c.status().message();
-  EXPECT_NE(c.status().message().find("needs 98304 bytes of shared memory"), std::string::npos)
+  EXPECT_NE(c.status().message().find("needs 98304 bytes of shared memory"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("more than the 65536 a program may use on gfx942"), std::string::npos)
+      << c.status().message();
+  EXPECT_TRUE(codegen::compileKernel(*k, *codegen::findTarget("gfx950"), Emit::Mlir).isOk()) << "160 KB of LDS";
+
+  // Four rows of the dual packer's 256 x 128 tile per program: 4 x 64 KB of tile alone.
+  static std::optional<frontend::Module> pack = testing::parseKernelFile("mxfp6_pack.mxk");
+  ASSERT_TRUE(pack);
+  k = testing::instantiateOrFail(*pack, "mxfp6_pack_dual", {{"W", 256}, {"HB", 4}, {"ROWS", 1}, {"THREADS", 256}, {"VEC", 32}});
+  ASSERT_TRUE(k);
+  k->rowsPerProgram = 4;
+  c = codegen::compileKernel(*k, *codegen::findTarget("sm_90"), Emit::Mlir);
+  ASSERT_FALSE(c.isOk());
+  std::smatch needs;
+  ASSERT_TRUE(std::regex_search(c.status().message(), needs, std::regex(R"(needs (\d+) bytes of shared memory)")))
+      << c.status().message();
+  EXPECT_GE(std::stol(needs[1]), 4 * 256 * 128 * 2);
+  EXPECT_NE(c.status().message().find("more than the 232448 a program may use on sm_90"), std::string::npos)
       << c.status().message();
 }
 
