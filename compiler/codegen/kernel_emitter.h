@@ -71,7 +71,7 @@ class KernelEmitter {
 
  private:
   Location loc(const kir::SourceLoc& l) {
-    return FileLineColLoc::get(&ctx_, l.file.empty() ? k_.sourceFile : l.file, l.line, l.col);
+    return FileLineColLoc::get(&ctx_, l.file.empty() ? k_.loc.file : l.file, l.line, l.col);
   }
   InFlightDiagnostic error(const kir::Op& op) { return emitError(loc(op.loc)); }
 
@@ -347,8 +347,9 @@ class KernelEmitter {
   Value expValue(Value v);
   /// `intrinsic` (f32 -> f32) on every element of v.
   Value perElementIntrinsic(Value v, const char* intrinsic);
-  /// MINPROGS: room for that many resident programs per SM (CU) asked of the register allocator.
-  LogicalResult requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, Location loc);
+  /// MINPROGS: room for that many resident programs per SM (CU), each of `sharedBytes` of shared
+  /// memory, asked of the register allocator.
+  LogicalResult requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, int64_t sharedBytes, Location loc);
   /// The DSL's float arithmetic: a product feeding a sum may fuse into one FMA (one rounding
   /// instead of two, never less accurate). The MX encoders build their exact scalings without it.
   Value addF(Value a, Value c);

@@ -36,6 +36,7 @@
 
 #include "compiler/codegen/kernel_emitter.h"
 #include "compiler/codegen/interleaved_rows.h"
+#include "compiler/codegen/occupancy.h"
 #include "compiler/codegen/serial_rows.h"
 
 #include <algorithm>
@@ -73,7 +74,7 @@ LogicalResult KernelEmitter::checkSchedule() {
   vec_ = k_.vectorWidth;
   warp_ = target_.subgroupSize;
   auto fail = [&](const std::string& msg) {
-    emitError(FileLineColLoc::get(&ctx_, k_.sourceFile, 1, 1)) << "kernel '" << k_.name << "': " << msg;
+    emitError(loc(k_.loc)) << "kernel '" << k_.name << "': " << msg;
     return failure();
   };
   if (rows_ < 1 || threads_ < 1 || vec_ < 1) return fail("ROWS, THREADS and VEC must be positive");
@@ -316,17 +317,31 @@ Value KernelEmitter::clampRow(Value row, Value* valid) {
 /// `.minnctapersm n` on NVIDIA, the waves per SIMD that n programs need on AMD. Fewer registers
 /// per thread can mean spills (ptxas reports them; the resources in the metadata show the
 /// outcome); more programs in flight hide more latency where a program's phases (loads, barriers,
-/// dependent math) leave the SM idle. 0 (the default) leaves the choice to the compiler.
-LogicalResult KernelEmitter::requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, Location loc) {
+/// dependent math) leave the SM idle. 0 (the default) leaves the choice to the compiler. A count
+/// that the threads or the shared memory of n programs rule out is an error: the registers it
+/// would cost buy no residency.
+LogicalResult KernelEmitter::requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, int64_t sharedBytes,
+                                                     Location loc) {
   int64_t programs = tunable("MINPROGS");
   if (programs == 0) return success();
   bool nvidia = target_.backend == Backend::NVVM;
+  const char* unit = nvidia ? "SM of " : "CU of ";
   // Residency limits: 2048 threads and 32 programs per SM (sm_90); 4 SIMDs of 8 wave64s per CU.
   int64_t waves = (blockThreads + target_.subgroupSize - 1) / target_.subgroupSize;
   int64_t maxPrograms = nvidia ? std::min<int64_t>(32, 64 / waves) : 32 / waves;
   if (programs < 0 || programs > maxPrograms) {
     emitError(loc) << "MINPROGS = " << programs << " programs of " << blockThreads << " threads cannot be resident on one "
-                   << (nvidia ? "SM of " : "CU of ") << target_.name << ": at most " << maxPrograms;
+                   << unit << target_.name << ": at most " << maxPrograms;
+    return failure();
+  }
+  if (int fit = sharedResidentPrograms(target_, sharedBytes); programs > fit) {
+    emitError(loc) << "MINPROGS = " << programs << " programs of " << sharedBytes
+                   << " bytes of shared memory cannot be resident on one " << unit << target_.name << ": its "
+                   << target_.sharedBytesPerUnit << " bytes hold " << fit
+                   << (target_.sharedBytesReservedPerProgram
+                           ? " (" + std::to_string(target_.sharedBytesReservedPerProgram) + " more reserved per program)"
+                           : std::string())
+                   << "; lower MINPROGS or the shared memory";
     return failure();
   }
   if (nvidia) {
@@ -398,7 +413,7 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
 
 OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   if (failed(checkSchedule())) return nullptr;
-  Location kernelLoc = FileLineColLoc::get(&ctx_, k_.sourceFile, 1, 1);
+  Location kernelLoc = loc(k_.loc);
   b_.setLoc(kernelLoc);
   OwningOpRef<ModuleOp> module = ModuleOp::create(kernelLoc);
   (*module)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(), b_.getUnitAttr());
@@ -509,7 +524,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b_.getI64IntegerAttr(16));
   int blockThreads = int(rows_ * threads_);
   func.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({blockThreads, 1, 1}));
-  if (failed(requestResidentPrograms(func, blockThreads, kernelLoc))) return nullptr;
+  if (failed(requestResidentPrograms(func, blockThreads, sharedBytes, kernelLoc))) return nullptr;
 
   paramArgs_.assign(k_.params.size(), Value());
   runtimeDimArgs_.assign(k_.runtimeDims.size(), Value());
@@ -606,13 +621,13 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
                       NVVM::NVVMDialect, ROCDL::ROCDLDialect, scf::SCFDialect, vector::VectorDialect>();
   int64_t steps = serialSteps(kernel);
   if (steps < 1) {
-    emitError(FileLineColLoc::get(&context, kernel.sourceFile, 1, 1))
+    emitError(FileLineColLoc::get(&context, kernel.loc.file, kernel.loc.line, kernel.loc.col))
         << "kernel '" << kernel.name << "': SERIAL = " << steps << " must be positive";
     return nullptr;
   }
   int64_t interleave = interleavedRowCount(kernel);
   if (interleave < 1) {
-    emitError(FileLineColLoc::get(&context, kernel.sourceFile, 1, 1))
+    emitError(FileLineColLoc::get(&context, kernel.loc.file, kernel.loc.line, kernel.loc.col))
         << "kernel '" << kernel.name << "': INTERLEAVE = " << interleave << " must be positive";
     return nullptr;
   }
@@ -623,8 +638,8 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
   const kir::Kernel* rewritten = &kernel;
   if (interleave > 1) {
     if (InterleaveRefusal refusal = interleaveRefusal(kernel); !refusal.reason.empty()) {
-      kir::SourceLoc at = refusal.op >= 0 ? kernel.ops[refusal.op].loc : kir::SourceLoc{kernel.sourceFile, 1, 1};
-      emitError(FileLineColLoc::get(&context, at.file.empty() ? kernel.sourceFile : at.file, at.line, at.col))
+      kir::SourceLoc at = refusal.op >= 0 ? kernel.ops[refusal.op].loc : kernel.loc;
+      emitError(FileLineColLoc::get(&context, at.file.empty() ? kernel.loc.file : at.file, at.line, at.col))
           << "kernel '" << kernel.name << "': " << refusal.reason;
       return nullptr;
     }

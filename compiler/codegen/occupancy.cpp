@@ -25,39 +25,41 @@ Occupancy pick(std::initializer_list<Bound> bounds, int warpsPerProgram, int max
 }
 
 // sm_90 (H100/H200): 64K 32-bit registers, allocated per warp in units of 256; 64 warps and 32
-// blocks per SM; 228 KB of shared memory per SM with 1 KB reserved per block.
-Occupancy hopper(const Resources& r, int blockThreads) {
+// blocks per SM; its shared memory (target.h).
+Occupancy hopper(const TargetInfo& target, const Resources& r, int blockThreads) {
   int warps = (blockThreads + 31) / 32;
   int regsPerWarp = roundUp(std::max(1, *r.registers) * 32, 256);
-  int shared = r.sharedBytes.value_or(0);
   return pick({{65536 / (regsPerWarp * warps), "registers"},
                {64 / warps, "threads"},
                {32, "programs"},
-               {233472 / (shared + 1024), "shared"}},
+               {sharedResidentPrograms(target, r.sharedBytes.value_or(0)), "shared"}},
               warps, 64);
 }
 
 // CDNA3/4 (gfx942, gfx950): a CU has 4 SIMDs of at most 8 wave64s; 512 VGPRs per lane of a SIMD
-// in units of 8, 800 SGPRs per SIMD in units of 16; LDS per CU 64 KB (gfx942) or 160 KB (gfx950).
+// in units of 8, 800 SGPRs per SIMD in units of 16; its LDS (target.h).
 Occupancy cdna(const TargetInfo& target, const Resources& r, int blockThreads) {
   int waves = (blockThreads + 63) / 64;
   int vgprWaves = std::min(8, 512 / roundUp(std::max(1, *r.registers), 8));
   int sgprWaves = r.sgprs ? std::min(8, 800 / roundUp(std::max(1, *r.sgprs), 16)) : 8;
-  int lds = r.sharedBytes.value_or(0);
-  int ldsPerCu = target.chip == "gfx950" ? 160 * 1024 : 64 * 1024;
   return pick({{4 * vgprWaves / waves, "registers"},
                {4 * sgprWaves / waves, "sgprs"},
                {32 / waves, "threads"},
-               {lds > 0 ? ldsPerCu / lds : 1 << 20, "shared"}},
+               {sharedResidentPrograms(target, r.sharedBytes.value_or(0)), "shared"}},
               waves, 32);
 }
 
 }  // namespace
 
+int sharedResidentPrograms(const TargetInfo& target, int64_t sharedBytes) {
+  int64_t perProgram = sharedBytes + target.sharedBytesReservedPerProgram;
+  return perProgram > 0 ? int(target.sharedBytesPerUnit / perProgram) : 1 << 20;
+}
+
 std::optional<Occupancy> estimateOccupancy(const TargetInfo& target, const Resources& resources, int blockThreads) {
   if (!resources.registers || blockThreads <= 0) return std::nullopt;
   if (target.backend == Backend::ROCDL) return cdna(target, resources, blockThreads);
-  return hopper(resources, blockThreads);
+  return hopper(target, resources, blockThreads);
 }
 
 }  // namespace mxfp6::codegen

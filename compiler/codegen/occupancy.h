@@ -4,6 +4,7 @@
 // measure. An estimate from the published per-SM/CU limits, not a measurement.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,10 @@ struct Occupancy {
   double fraction = 0;      // resident warps (waves) / the hardware maximum
   std::string limit;        // what bounds it: "registers", "sgprs", "shared", "threads", "programs"
 };
+
+/// How many programs of `sharedBytes` of shared memory (LDS) one SM (CU) of `target` holds at once
+/// (a large number where they use none).
+int sharedResidentPrograms(const TargetInfo& target, int64_t sharedBytes);
 
 /// nullopt when the resources needed are unknown (PTX without ptxas).
 std::optional<Occupancy> estimateOccupancy(const TargetInfo& target, const Resources& resources, int blockThreads);

@@ -55,7 +55,7 @@ SerialRows serializeRows(const kir::Kernel& kernel, int64_t steps) {
   out.kernel = kernel;
   out.kernel.ops.clear();
   std::vector<kir::Op>& rewritten = out.kernel.ops;
-  kir::SourceLoc loc = n > 0 ? ops[0].loc : kir::SourceLoc{kernel.sourceFile, 1, 1};
+  kir::SourceLoc loc = n > 0 ? ops[0].loc : kernel.loc;
   rewritten.push_back(constant(0, loc));
   rewritten.push_back(constant(steps, loc));
   rewritten.push_back(constant(1, loc));

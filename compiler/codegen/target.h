@@ -19,6 +19,10 @@ struct TargetInfo {
   // the rest must be requested at launch (sm_90: 48 KB static, 227 KB once the function opts in).
   int maxStaticSharedBytes;
   int maxSharedBytes;
+  // Shared memory (LDS) of one SM (CU), which its resident programs divide among them; sm_90
+  // reserves 1 KB of it for each program besides what the program asks for.
+  int sharedBytesPerUnit;
+  int sharedBytesReservedPerProgram;
 };
 
 /// The target named `name`, or nullopt.

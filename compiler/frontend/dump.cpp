@@ -229,7 +229,7 @@ std::string dumpAst(const Module& module) {
 }
 
 std::string dumpKir(const kir::Kernel& k) {
-  std::string out = "kernel " + k.name + "  # " + k.sourceFile + "\n";
+  std::string out = "kernel " + k.name + "  # " + k.loc.file + "\n";
   out += "  config";
   for (const auto& [key, value] : k.config) out += " " + key + "=" + std::to_string(value);
   out += "\n  schedule rows_per_program=" + std::to_string(k.rowsPerProgram) +

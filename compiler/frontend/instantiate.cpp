@@ -133,7 +133,7 @@ class Lowerer {
 
   std::optional<kir::Kernel> run() {
     kernel_.name = decl_.name;
-    kernel_.sourceFile = module_.file;
+    kernel_.loc = decl_.loc;
     for (const ast::ParamDecl& p : decl_.params)
       kernel_.params.push_back(describeParam(decl_, p, symbols_, &bindings_));
     kernel_.runtimeDims = symbols_.runtimeDims;

@@ -159,7 +159,7 @@ struct AbiArg {
 
 struct Kernel {
   std::string name;
-  std::string sourceFile;
+  SourceLoc loc;  // the declaration, where errors about the kernel as a whole point
   std::vector<Param> params;
   std::vector<std::string> runtimeDims;      // names of runtime sizes, first-appearance order
   std::vector<bool> runtimeDimUsedByBody;    // parallel to runtimeDims

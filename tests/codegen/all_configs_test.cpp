@@ -6,7 +6,8 @@
 // enumeration order (the first and the last included), plus the default and every variant.
 // Configurations with asynchronous copies (ASYNC > 0) or predicated stores (PREDICATE = 1) must
 // be refused, with the reason, on AMD; so must those needing more shared memory than a target
-// grants, where sm_90 grants it.
+// grants, where sm_90 grants it, and MINPROGS counts whose shared memory one SM (CU) cannot hold,
+// where the schedule compiles without them.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -22,6 +23,8 @@ namespace {
 
 constexpr size_t kMaxConfigs = 16;
 const std::regex kSharedRefusal(R"(needs (\d+) bytes of shared memory .* more than the (\d+) a program may use on (\w+);)");
+const std::regex kResidencyRefusal(
+    R"(MINPROGS = (\d+) programs of (\d+) bytes of shared memory cannot be resident on one (SM|CU) of (\w+):)");
 
 /// The tuning space at default sizes (or its sample), the default config, and the default
 /// config with each other variant value.
@@ -63,6 +66,14 @@ TEST_P(AllConfigs, CompileForEveryTarget) {
         std::string where = info.name + " for " + targetName + " at";
         for (const auto& [key, value] : k->config) where += " " + key + "=" + std::to_string(value);
         Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, target, emit);
+        // The same schedule with its residency left to the compiler (MINPROGS = 0), to MLIR.
+        auto unrequested = [&](const codegen::TargetInfo& on) {
+          auto without = config;
+          if (k->config.count("MINPROGS")) without["MINPROGS"] = 0;
+          std::optional<kir::Kernel> left = testing::instantiateOrFail(*m, info.name, without);
+          return left ? codegen::compileKernel(*left, on, codegen::Emit::Mlir)
+                      : Expected<codegen::CompiledKernel>(Status::error("the schedule without MINPROGS does not instantiate"));
+        };
         // Asynchronous copies (ASYNC > 0) are NVIDIA's: elsewhere the configuration is refused
         // with the reason, never compiled into something else.
         // Likewise predicated stores (PREDICATE = 1, inline PTX). ASYNC is checked first.
@@ -79,15 +90,30 @@ TEST_P(AllConfigs, CompileForEveryTarget) {
         }
         // A target granting less shared memory than the DSL's bounds allow (gfx942's 64 KB of LDS
         // against sm_90's 227 KB) refuses the configurations past it, naming the bytes; the
-        // configuration must then compile where more is granted.
+        // configuration must then compile where more is granted (without MINPROGS, whose count
+        // the next check weighs against the shared memory of an SM).
         std::smatch needs;
         if (!c.isOk() && std::regex_search(c.status().message(), needs, kSharedRefusal) &&
             needs[2] == std::to_string(target.maxSharedBytes) && needs[3] == targetName) {
           EXPECT_GT(std::stol(needs[1]), target.maxSharedBytes) << where;
           const codegen::TargetInfo roomier = *codegen::findTarget("sm_90");
           ASSERT_GT(roomier.maxSharedBytes, target.maxSharedBytes) << where;
-          Expected<codegen::CompiledKernel> there = codegen::compileKernel(*k, roomier, codegen::Emit::Mlir);
-          EXPECT_TRUE(there.isOk()) << where << ", on sm_90: " << there.status().message();
+          Expected<codegen::CompiledKernel> there = unrequested(roomier);
+          EXPECT_TRUE(there.isOk()) << where << ", on sm_90 without MINPROGS: " << there.status().message();
+          ++refused;
+          continue;
+        }
+        // MINPROGS = n where n programs' shared memory cannot share one SM (CU) of the target is
+        // refused with the bytes; the same schedule, its residency left to the compiler, must
+        // then compile there.
+        std::smatch residency;
+        if (!c.isOk() && std::regex_search(c.status().message(), residency, kResidencyRefusal) &&
+            residency[4] == targetName) {
+          const int64_t programs = std::stol(residency[1]), bytes = std::stol(residency[2]);
+          EXPECT_EQ(programs, k->configValue("MINPROGS", 0)) << where;
+          EXPECT_GT(programs * (bytes + target.sharedBytesReservedPerProgram), target.sharedBytesPerUnit) << where;
+          Expected<codegen::CompiledKernel> there = unrequested(target);
+          EXPECT_TRUE(there.isOk()) << where << ", without MINPROGS: " << there.status().message();
           ++refused;
           continue;
         }

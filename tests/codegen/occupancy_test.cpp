@@ -49,6 +49,20 @@ TEST(Occupancy, Cdna) {
   expectOccupancy("gfx942", res(16, 0, 112), 64, 28, 28.0 / 32, "sgprs");
 }
 
+TEST(Occupancy, ProgramsThatTheSharedMemoryHolds) {
+  // sm_90: 228 KB = 233472 bytes, 1 KB more per program: 84064 + 1024 = 85088, 2 of them.
+  EXPECT_EQ(sharedResidentPrograms(*findTarget("sm_90"), 84064), 2);
+  // 45152 + 1024 = 46176: 5 in 233472 (5 * 46176 = 230880).
+  EXPECT_EQ(sharedResidentPrograms(*findTarget("sm_90"), 45152), 5);
+  // gfx942's 65536 bytes hold 2 of 30848, gfx950's 163840 hold 5; nothing reserved per program.
+  EXPECT_EQ(sharedResidentPrograms(*findTarget("gfx942"), 30848), 2);
+  EXPECT_EQ(sharedResidentPrograms(*findTarget("gfx950"), 30848), 5);
+  // Exactly a half: 32768 bytes twice in gfx942's 64 KB.
+  EXPECT_EQ(sharedResidentPrograms(*findTarget("gfx942"), 32768), 2);
+  // A program without shared memory is bounded elsewhere (threads, registers, programs).
+  EXPECT_GT(sharedResidentPrograms(*findTarget("gfx942"), 0), 32);
+}
+
 TEST(Occupancy, UnknownRegistersGiveNoEstimate) {
   EXPECT_FALSE(estimateOccupancy(*findTarget("sm_90"), Resources{}, 256));
 }

@@ -21,7 +21,7 @@ class KirBuilder {
  public:
   explicit KirBuilder(std::string name, std::string file = "test.mxk") {
     k_.name = std::move(name);
-    k_.sourceFile = std::move(file);
+    k_.loc = {std::move(file), 1, 1};
   }
 
   /// Every op added next carries this source position.
@@ -202,7 +202,7 @@ class KirBuilder {
   kir::Kernel take() { return std::move(k_); }
 
  private:
-  kir::SourceLoc loc() const { return {k_.sourceFile, line_, col_}; }
+  kir::SourceLoc loc() const { return {k_.loc.file, line_, col_}; }
   kir::Op make(OpCode code, kir::ValueType type) const {
     kir::Op op;
     op.code = code;
