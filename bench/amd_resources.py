@@ -22,7 +22,11 @@ import mxfp6rt
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 TARGETS = ("gfx942", "gfx950")
-NVIDIA_ONLY = ("ASYNC", "PREDICATE")  # tunables mxfp6c refuses for AMD at values other than 0
+# Tunables mxfp6c may refuse for AMD at values other than 0, and its message's advice when it
+# does: asynchronous copies and predicated stores are NVIDIA's; MINPROGS = n is refused where n
+# programs' shared memory exceeds a CU's LDS (64 KB on gfx942).
+DROPPABLE = {"ASYNC": "use ASYNC = 0 there", "PREDICATE": "use PREDICATE = 0 there",
+             "MINPROGS": "lower MINPROGS or the shared memory"}
 
 
 def kernel_sources():
@@ -52,6 +56,12 @@ def occupancy_text(resources):
     return f"{occ['fraction'] * 100:.0f}% ({occ['programs_per_unit']}, {occ['limit']})"
 
 
+def reason(message):
+    """The line of mxfp6c's message that says why (the last one naming an error)."""
+    lines = [line for line in message.splitlines() if "error:" in line]
+    return lines[-1].split("error:", 1)[1].strip() if lines else message.splitlines()[0]
+
+
 def compile_for(mxfp6c, source, kernel, config, target, folder):
     out = pathlib.Path(folder) / f"{kernel}.{target}.hsaco"
     cmd = [str(mxfp6c), "compile", str(source), "--kernel", kernel, "--target", target,
@@ -59,13 +69,17 @@ def compile_for(mxfp6c, source, kernel, config, target, folder):
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         message = done.stderr.strip() or f"mxfp6c exited {done.returncode}"
-        # Asynchronous copies (ASYNC > 0) and predicated stores (PREDICATE = 1) are NVIDIA's:
-        # mxfp6c refuses them for AMD. The same schedule without them (rows carried in registers,
-        # stores in a branch) is what AMD would run: report that, naming what was left out.
-        for key in NVIDIA_ONLY:
-            if config.get(key, 0) > 0 and f"use {key} = 0 there" in message:
+        # The same schedule without what was refused (rows carried in registers, stores in a
+        # branch, residency left to the compiler) is what AMD would run: report that, naming
+        # what was left out.
+        for key, advice in DROPPABLE.items():
+            if config.get(key, 0) > 0 and advice in message:
                 resources = compile_for(mxfp6c, source, kernel, {**config, key: 0}, target, folder)
-                return {**resources, "nvidia_only_dropped": [key] + resources.get("nvidia_only_dropped", [])}
+                return {**resources, "dropped": [key] + resources.get("dropped", [])}
+        # Shared memory past what the target grants one program (gfx942: 64 KB of LDS) has no
+        # schedule to fall back to: the row says the target refuses it, and why.
+        if "a program may use on" in message:
+            return {"refused": reason(message)}
         return {"error": message}
     return json.loads(pathlib.Path(str(out) + ".json").read_text())["resources"]
 
@@ -93,8 +107,10 @@ def markdown(rows, command):
         "Registers per thread (sm_90) / VGPRs (AMD), SGPRs, static shared memory / LDS in bytes, and the",
         "estimated occupancy: resident warps (waves) over the maximum, with resident programs per SM/CU",
         "and the bound (compiler/codegen/occupancy.cpp, from the published per-SM/CU limits). AMD has no",
-        "asynchronous copies or predicated stores: mxfp6c refuses ASYNC > 0 and PREDICATE = 1 there, and",
-        "those rows report the same schedule without them, marked (ASYNC=0) or (PREDICATE=0).", "",
+        "asynchronous copies or predicated stores: mxfp6c refuses ASYNC > 0 and PREDICATE = 1 there; it",
+        "refuses MINPROGS = n where n programs' shared memory exceeds a CU's LDS. Those rows report the",
+        "same schedule without them, marked (ASYNC=0), (PREDICATE=0) or (MINPROGS=0). A program needing",
+        "more shared memory than the target grants one is refused there, and the row says so.", "",
         "| kernel | config | block | sm_90 regs | sm_90 shared | sm_90 occupancy | gfx942 VGPRs | gfx942 SGPRs "
         "| gfx942 LDS | gfx942 occupancy | gfx950 VGPRs | gfx950 SGPRs | gfx950 LDS | gfx950 occupancy |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -106,9 +122,12 @@ def markdown(rows, command):
         for target in TARGETS:
             res = r[target]
             if "error" in res:
-                cells += ["error: " + res["error"].splitlines()[0], "", "", ""]
+                cells += ["error: " + reason(res["error"]), "", "", ""]
                 continue
-            mark = "".join(f" ({key}=0)" for key in res.get("nvidia_only_dropped", []))
+            if "refused" in res:
+                cells += ["refused: " + res["refused"], "", "", ""]
+                continue
+            mark = "".join(f" ({key}=0)" for key in res.get("dropped", []))
             cells += [str(res.get("registers", "-")) + mark, str(res.get("sgprs", "-")), str(res.get("shared_bytes", "-")),
                       occupancy_text(res)]
         lines.append("| " + " | ".join(cells) + " |")
@@ -130,9 +149,10 @@ def main(argv=None):
     out.write_text(markdown(rows, command))
     out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
     errors = sum("error" in r[t] for r in rows for t in TARGETS)
-    without = sum(bool(r[t].get("nvidia_only_dropped")) for r in rows for t in TARGETS)
-    print(f"{len(rows)} code objects, {errors} AMD compile errors, {without} AMD compiles without ASYNC or "
-          f"PREDICATE -> {out}")
+    refused = sum("refused" in r[t] for r in rows for t in TARGETS)
+    without = sum(bool(r[t].get("dropped")) for r in rows for t in TARGETS)
+    print(f"{len(rows)} code objects, {errors} AMD compile errors, {refused} refused for their shared memory, "
+          f"{without} AMD compiles without ASYNC, PREDICATE or MINPROGS -> {out}")
     return 1 if errors else 0
 
 
