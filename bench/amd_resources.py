@@ -19,9 +19,10 @@ import sys
 import tempfile
 
 import mxfp6rt
+import report
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-TARGETS = ("gfx942", "gfx950")
+TARGETS = report.AMD_TARGETS
 # Tunables mxfp6c may refuse for AMD at values other than 0, and its message's advice when it
 # does: asynchronous copies and predicated stores are NVIDIA's; MINPROGS = n is refused where n
 # programs' shared memory exceeds a CU's LDS (64 KB on gfx942).
@@ -49,13 +50,6 @@ def shown_config(config):
     return config_text({k: v for k, v in config.items() if mxfp6rt.TAG_IDLE.get(k) != v})
 
 
-def occupancy_text(resources):
-    occ = resources.get("occupancy")
-    if not occ:
-        return "-"
-    return f"{occ['fraction'] * 100:.0f}% ({occ['programs_per_unit']}, {occ['limit']})"
-
-
 def reason(message):
     """The line of mxfp6c's message that says why (the last one naming an error)."""
     lines = [line for line in message.splitlines() if "error:" in line]
@@ -80,7 +74,7 @@ def compile_for(mxfp6c, source, kernel, config, target, folder):
         # schedule to fall back to: the row says the target refuses it, and why.
         if "a program may use on" in message:
             return {"refused": reason(message)}
-        return {"error": message}
+        return {"error": message, "reason": reason(message)}
     return json.loads(pathlib.Path(str(out) + ".json").read_text())["resources"]
 
 
@@ -93,7 +87,7 @@ def collect(kernels_dir, mxfp6c):
             if meta.get("target") != "sm_90" or meta["kernel"] not in sources:
                 continue
             row = {"kernel": meta["kernel"], "config": meta["config"], "block": meta["block"][0],
-                   "sm_90": meta.get("resources", {})}
+                   "code_object": meta_path.name[:-len(".json")], "sm_90": meta.get("resources", {})}
             for target in TARGETS:
                 row[target] = compile_for(mxfp6c, sources[meta["kernel"]], meta["kernel"], meta["config"], target, tmp)
             rows.append(row)
@@ -116,20 +110,10 @@ def markdown(rows, command):
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        cells = [r["kernel"], shown_config(r["config"]), str(r["block"]),
-                 str(r["sm_90"].get("registers", "-")), str(r["sm_90"].get("shared_bytes", "-")),
-                 occupancy_text(r["sm_90"])]
+        sm90 = report.resource_cells(r["sm_90"])
+        cells = [r["kernel"], shown_config(r["config"]), str(r["block"]), sm90[0], sm90[2], sm90[3]]
         for target in TARGETS:
-            res = r[target]
-            if "error" in res:
-                cells += ["error: " + reason(res["error"]), "", "", ""]
-                continue
-            if "refused" in res:
-                cells += ["refused: " + res["refused"], "", "", ""]
-                continue
-            mark = "".join(f" ({key}=0)" for key in res.get("dropped", []))
-            cells += [str(res.get("registers", "-")) + mark, str(res.get("sgprs", "-")), str(res.get("shared_bytes", "-")),
-                      occupancy_text(res)]
+            cells += report.resource_cells(r[target])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

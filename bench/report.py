@@ -216,7 +216,8 @@ def markdown(doc):
         row += [ours.get("config", "—"), _target_cell(rec, v.get("copy", "—")), v.get("torch_compile", "—"),
                 v.get("triton", "—")]
         out.append("| " + " | ".join(str(c) for c in row) + " |")
-    out += _schedules_table(doc) + _launches_table(doc) + _baselines_table(doc) + _host_table(doc) + _problems(doc)
+    out += _schedules_table(doc) + _launches_table(doc) + _baselines_table(doc) + _amd_table(doc) + _host_table(doc)
+    out += _problems(doc)
     return "\n".join(out) + "\n"
 
 
@@ -280,6 +281,88 @@ def _baselines_table(doc):
                    f"{rec.get('compile_mode', '—')} | {_first_call(comp)} | "
                    f"{_us_spread(impls.get('torch_compile'))} |")
     return out
+
+
+# Our code objects on AMD: bench/amd_resources.py compiles every benchmarked sm_90 object for these
+# targets on the build machine (nothing here runs them) and writes a table, which a run joins to
+# its best plans by code object file name (attach_amd_resources).
+AMD_TARGETS = ("gfx942", "gfx950")
+
+
+def occupancy_text(resources):
+    occ = resources.get("occupancy")
+    if not occ:
+        return "-"
+    return f"{occ['fraction'] * 100:.0f}% ({occ['programs_per_unit']}, {occ['limit']})"
+
+
+def resource_cells(res):
+    """Registers (VGPRs on AMD), SGPRs, shared memory (LDS) and occupancy of one target's compile;
+    a refusal or an error in the first cell."""
+    if "error" in res:
+        return ["error: " + res.get("reason", res["error"]), "", "", ""]
+    if "refused" in res:
+        return ["refused: " + res["refused"], "", "", ""]
+    mark = "".join(f" ({key}=0)" for key in res.get("dropped", []))
+    return [str(res.get("registers", "-")) + mark, str(res.get("sgprs", "-")), str(res.get("shared_bytes", "-")),
+            occupancy_text(res)]
+
+
+def attach_amd_resources(doc, rows, source):
+    """Gives each best plan of ours the AMD resources of its code objects from an amd_resources
+    table (rows, read from source). A row whose sm_90 registers differ from the object this run
+    loaded was compiled from other sources: marked stale, not silently shown as this object's."""
+    by_name = {r["code_object"]: r for r in rows if r.get("code_object")}
+    doc["amd_resources"] = {"source": str(source)}
+    for rec in doc.get("results", []):
+        ours = rec.get("impls", {}).get("mxfp6c") or {}
+        if not ours.get("code_object"):
+            continue
+        stages = ours.get("stages") or [{"kernel": rec["kernel"], "config": ours.get("config"),
+                                         "registers": (ours.get("resources") or {}).get("registers")}]
+        found = []
+        for name, stage in zip(ours["code_object"].split(" + "), stages):
+            entry = {"code_object": name, "launch": f"{stage.get('kernel')} {stage.get('config')}"}
+            row = by_name.get(name)
+            if row is None:
+                entry["missing"] = True
+            else:
+                entry.update({t: row.get(t, {}) for t in ("sm_90",) + AMD_TARGETS})
+                ran = stage.get("registers")
+                entry["stale"] = ran is not None and row["sm_90"].get("registers") != ran
+                entry["registers_here"] = ran
+            found.append(entry)
+        ours["amd_resources"] = found
+    return doc
+
+
+def _amd_table(doc):
+    source = (doc.get("amd_resources") or {}).get("source")
+    rows = []
+    for rec in _sorted(doc.get("results", [])):
+        for e in (rec.get("impls", {}).get("mxfp6c") or {}).get("amd_resources") or []:
+            cells = [rec["kernel"], rec["label"], e["launch"]]
+            if e.get("missing"):
+                cells += ["not in the table: run bench/amd_resources.py"] + [""] * 10
+            else:
+                sm90 = resource_cells(e["sm_90"])
+                if e.get("stale"):
+                    sm90[0] += f" (stale: {e['registers_here']} in this run)"
+                cells += [sm90[0], sm90[2], sm90[3]]
+                for t in AMD_TARGETS:
+                    cells += resource_cells(e[t])
+            rows.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        return []
+    return ["", "## Our best plans' code objects on AMD", "",
+            f"The same kernels at the same configurations compiled for gfx942 and gfx950 on the build machine "
+            f"(not run: no AMD GPU here), from `{source}` (`bench/amd_resources.py`): registers / VGPRs, SGPRs, "
+            "shared memory / LDS in bytes, estimated occupancy (resident warps or waves over the maximum; "
+            "programs per SM or CU, and the bound). A row compiled from other sources than this run's objects "
+            "(its sm_90 registers differ) is marked stale.", "",
+            "| kernel | shape | launch | sm_90 regs | sm_90 shared | sm_90 occupancy | gfx942 VGPRs | gfx942 SGPRs "
+            "| gfx942 LDS | gfx942 occupancy | gfx950 VGPRs | gfx950 SGPRs | gfx950 LDS | gfx950 occupancy |",
+            "|" + "---|" * 14] + rows
 
 
 def _host_table(doc):

@@ -16,6 +16,7 @@ import datetime
 import json
 import os
 import pathlib
+import re
 import shlex
 import sys
 import time
@@ -29,6 +30,26 @@ import precompile  # noqa: E402
 import report  # noqa: E402
 
 DEVICE = "cuda"
+
+
+def newest_resources_table(folder=HERE / "results"):
+    """The newest amd_resources.py table: by date, then by its number (<date>-resources-N.json,
+    the first of a day unnumbered)."""
+    def order(path):
+        m = re.fullmatch(r"(\d{4}-\d{2}-\d{2})-resources(?:-(\d+))?\.json", path.name)
+        return (m.group(1), int(m.group(2) or 1)) if m else None
+    tables = [p for p in folder.glob("*-resources*.json") if order(p)]
+    return max(tables, key=order) if tables else None
+
+
+def amd_resources_table(choice):
+    """(path, rows) of the table the report joins, or None (--resources none, or no table)."""
+    if choice == "none":
+        return None
+    path = pathlib.Path(choice) if choice else newest_resources_table()
+    if path is None:
+        return None
+    return path, json.loads(path.read_text())
 
 
 def parse_args():
@@ -72,6 +93,9 @@ def parse_args():
                     help="with --resume: also measure again the kernel/shapes whose name contains NAME "
                          "(repeatable), each new record taking the old one's place (the old one is kept in the "
                          "JSON under \"replaced\"); for code objects built after the run")
+    ap.add_argument("--resources", default=None, metavar="JSON",
+                    help="an amd_resources.py table whose gfx942 and gfx950 figures the report shows beside our "
+                         "best plans' (default: the newest results/*-resources*.json; 'none' leaves them out)")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
     args = ap.parse_args()
@@ -410,7 +434,13 @@ def main():
         call, copies = 0, doc["copy"]
     log(t0, f"{len(items)} kernel/shapes, time budget {args.time_budget:g} s: " + ", ".join(p.name for p in items))
 
+    resources = amd_resources_table(args.resources)
+    if resources:
+        log(t0, f"AMD resources of our code objects from {resources[0]}")
+
     def save():
+        if resources:
+            report.attach_amd_resources(doc, resources[1], resources[0])
         return report.write(doc, args.out, stem)
 
     workers = precompile_workers(args)

@@ -483,6 +483,49 @@ def report_verdicts():
             "| 105.0 | 110.0 | 5.0 |") in md, md
 
 
+def report_amd_resources():
+    """The best plans' code objects joined to an amd_resources table: per launch of a plan, a
+    refusal and a dropped tunable shown, a row from other sources marked stale, a missing row
+    named, and the newest table picked by date, then number."""
+    doc = synthetic_doc()
+    dual, prologue, fwd = doc["results"][6], doc["results"][7], doc["results"][0]
+    dual["impls"]["mxfp6c"].update(code_object="dual.code", resources={"registers": 64})
+    prologue["impls"]["mxfp6c"].update(code_object="pass.code + reduce.code", stages=[
+        {"kernel": "norm_rope_qkv_bwd_pack", "config": "THREADS=256", "registers": 80},
+        {"kernel": "norm_rope_dw_reduce", "config": "THREADS=32", "registers": 30}])
+    fwd["impls"]["mxfp6c"].update(code_object="fwd.code", resources={"registers": 40})
+    occ = lambda n, f, limit: {"occupancy": {"programs_per_unit": n, "fraction": f, "limit": limit}}
+    rows = [{"code_object": "dual.code", "sm_90": {"registers": 64, "shared_bytes": 84064, **occ(2, 0.5, "registers")},
+             "gfx942": {"refused": "needs 86112 bytes of shared memory"},
+             "gfx950": {"registers": 92, "sgprs": 30, "shared_bytes": 86112, "dropped": ["MINPROGS"],
+                        **occ(1, 0.25, "shared")}},
+            {"code_object": "pass.code", "sm_90": {"registers": 80, "shared_bytes": 30848, **occ(3, 0.375, "registers")},
+             "gfx942": {"registers": 144, "sgprs": 72, "shared_bytes": 30848, **occ(2, 0.25, "shared")},
+             "gfx950": {"error": "mxfp6c: error: x\nf.mxk:1:8: error: why", "reason": "why"}},
+            {"code_object": "reduce.code", "sm_90": {"registers": 28}, "gfx942": {}, "gfx950": {}}]
+    md = report.markdown(report.finalize(report.attach_amd_resources(doc, rows, "r.json")))
+    assert "## Our best plans' code objects on AMD" in md and "`r.json`" in md, md
+    assert ("| mxfp6_pack_dual | T=16384 | mxfp6_pack_dual ROWS=1 | 64 | 84064 | 50% (2, registers) | "
+            "refused: needs 86112 bytes of shared memory |  |  |  | 92 (MINPROGS=0) | 30 | 86112 | 25% (1, shared) |") in md, md
+    assert ("| norm_rope_qkv_bwd_pack | T=16384 | norm_rope_qkv_bwd_pack THREADS=256 | 80 | 30848 | 38% (3, registers) "
+            "| 144 | 72 | 30848 | 25% (2, shared) | error: why |") in md, md
+    assert "| norm_rope_dw_reduce THREADS=32 | 28 (stale: 30 in this run) |" in md, md
+    assert "| ln_modulate_fwd | T=16384 | ln_modulate_fwd ROWS=1 | not in the table: run bench/amd_resources.py |" in md, md
+    with tempfile.TemporaryDirectory() as d:
+        for name in ("2026-12-02-resources.json", "2026-12-02-resources-6.json", "2026-12-01-resources-9.json",
+                     "2026-12-02-h200.json"):
+            (pathlib.Path(d) / name).write_text("[]")
+        assert run_module().newest_resources_table(pathlib.Path(d)).name == "2026-12-02-resources-6.json"
+
+
+def run_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_run", HERE / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def ncu_summary_table():
     """bench/ncu_summary.py on a raw page shaped as Nsight Compute prints it: two launches (one
     with a templated name), units on the time, the busiest L2 unit first."""
@@ -543,6 +586,7 @@ def main():
         print(f"skip  metadata checks: no {args.kernels}")
     case("MXFP6 spec encoder: worked examples, integer expressions == transcription", spec_self_test)
     case("report: bandwidth, ratios, speedups, pass/miss", report_verdicts)
+    case("report: our best plans' code objects on AMD, from a resources table", report_amd_resources)
     case("ncu_summary: launches, units and the busiest L2 unit from a raw page", ncu_summary_table)
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 1 if RESULTS["failed"] else 0
