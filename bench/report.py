@@ -157,6 +157,13 @@ def _sorted(results):
                                           r.get("shape", {}).get("C", 0), r["tokens"]))
 
 
+def _shape(rec):
+    """The shape column: the problem's label, and the MXFP6 format where it has one (E3M2 and E2M3
+    of a packer share a label)."""
+    fmt = (rec.get("shape") or {}).get("format")
+    return f"{rec['label']} {fmt}" if fmt else rec["label"]
+
+
 def _target_cell(rec, verdict):
     return f"{verdict} (≥{copy_target(rec) * 100:.0f}%)" if verdict in ("pass", "miss") else verdict
 
@@ -208,7 +215,7 @@ def markdown(doc):
     for rec in _sorted(doc.get("results", [])):
         impls, sp, v = rec.get("impls", {}), rec.get("speedup", {}), rec.get("verdict", {})
         ours = impls.get("mxfp6c") or {}
-        row = [rec["kernel"], rec["label"], _num(rec["min_bytes"] / 1e6, ".1f"),
+        row = [rec["kernel"], _shape(rec), _num(rec["min_bytes"] / 1e6, ".1f"),
                _num((rec.get("copy_same_size") or {}).get("tbps"), ".2f"), _us(ours), _cell_tbps(ours),
                _num(ours["copy_ratio"] * 100 if ours.get("copy_ratio") is not None else None, ".1f")]
         row += [_cell_tbps(impls.get(b)) for b in BASELINES]
@@ -216,9 +223,49 @@ def markdown(doc):
         row += [ours.get("config", "—"), _target_cell(rec, v.get("copy", "—")), v.get("torch_compile", "—"),
                 v.get("triton", "—")]
         out.append("| " + " | ".join(str(c) for c in row) + " |")
+    out += _standing(doc)
     out += _schedules_table(doc) + _launches_table(doc) + _baselines_table(doc) + _amd_table(doc) + _host_table(doc)
     out += _problems(doc)
     return "\n".join(out) + "\n"
+
+
+def _standing(doc):
+    """How many kernel/shapes meet each target, and every miss with what it lacks: the copy
+    targets in points of copy and in µs (the time that would meet it, at the copy bandwidth of
+    the call that measured it), the baselines in how much slower ours is."""
+    recs = _sorted(doc.get("results", []))
+    judged = [r for r in recs if (r.get("verdict") or {}).get("copy") in ("pass", "miss")]
+    out = ["", "## Targets: the standing, and each miss by how much", "",
+           f"Copy targets (at T ≥ {TARGETS['copy_ratio_min_tokens']} tokens): "
+           f"{sum(r['verdict']['copy'] == 'pass' for r in judged)} of {len(judged)} kernel/shapes pass."]
+    for b in TARGETS["faster_than"]:
+        verdicts = [(r.get("verdict") or {}).get(b, "") for r in recs]
+        faced = [v for v in verdicts if v.startswith(("pass", "miss"))]
+        failed = sum(v.startswith("pass") and "failed its check" in v for v in faced)
+        out.append(f"Faster than {LABELS[b]}: {sum(v.startswith('pass') for v in faced)} of {len(faced)}"
+                   + (f" ({failed} of them against a baseline that failed its check)" if failed else "") + ".")
+    copy_misses, baseline_misses = [], []
+    for rec in recs:
+        v, ours = rec.get("verdict") or {}, rec.get("impls", {}).get("mxfp6c") or {}
+        if v.get("copy") == "miss":
+            target = copy_target(rec)
+            ceiling = copy_ceiling_of(doc, rec)
+            at_target_us = rec["min_bytes"] / (target * ceiling * 1e12) * 1e6 if ceiling else None
+            copy_misses.append(f"| {rec['kernel']} | {_shape(rec)} | {target * 100:.0f} | "
+                               f"{ours['copy_ratio'] * 100:.1f} | {(target - ours['copy_ratio']) * 100:.1f} | "
+                               f"{_us(ours)} | {_num(at_target_us, '.1f')} |")
+        for b in TARGETS["faster_than"]:
+            if v.get(b, "").startswith("miss"):
+                base_ms = baseline_ms(rec["impls"][b])
+                baseline_misses.append(f"| {rec['kernel']} | {_shape(rec)} | {LABELS[b]} | {_us(ours)} | "
+                                       f"{base_ms * 1e3:.1f} | {(ours['median_ms'] / base_ms - 1) * 100:.1f} |")
+    if copy_misses:
+        out += ["", "| kernel | shape | target % of copy | ours % of copy | short (points) | ours µs | µs at the target |",
+                "|---|---|---|---|---|---|---|"] + copy_misses
+    if baseline_misses:
+        out += ["", "| kernel | shape | baseline | ours µs | baseline µs (p10) | ours slower by % |",
+                "|---|---|---|---|---|---|"] + baseline_misses
+    return out
 
 
 def _schedules_table(doc):
@@ -229,7 +276,7 @@ def _schedules_table(doc):
         for e in (rec.get("impls", {}).get("mxfp6c") or {}).get("all", []):
             spread = _us_spread(e) + (" †" if e.get("timing") == "screen" else "")
             check = "error: " + e["error"] if e.get("error") else ("ok" if e.get("ok") else "FAILED")
-            out.append(f"| {rec['kernel']} | {rec['label']} | {e.get('config')} | {spread} | "
+            out.append(f"| {rec['kernel']} | {_shape(rec)} | {e.get('config')} | {spread} | "
                        f"{_num(e.get('tbps'), '.2f')} | {_num((e.get('copy_ratio') or 0) * 100, '.1f')} | "
                        f"{(e.get('resources') or {}).get('registers', '—')} | {check} |")
     return out
@@ -246,7 +293,7 @@ def _launches_table(doc):
         alone = [st["alone_median_ms"] * 1e3 for st in stages]
         each = "; ".join(f"{st.get('kernel')} {st.get('config')}: {_num(a, '.1f')}" for st, a in zip(stages, alone))
         together = (ours.get("median_ms") or 0) * 1e3
-        rows.append(f"| {rec['kernel']} | {rec['label']} | {each} | {_num(sum(alone), '.1f')} | "
+        rows.append(f"| {rec['kernel']} | {_shape(rec)} | {each} | {_num(sum(alone), '.1f')} | "
                     f"{_num(together, '.1f')} | {_num(together - sum(alone), '.1f')} |")
     if not rows:
         return []
@@ -276,7 +323,7 @@ def _baselines_table(doc):
         tri, comp = impls.get("triton") or {}, impls.get("torch_compile") or {}
         cfg = tri.get("config")
         cfg = ", ".join(f"{k}={v}" for k, v in cfg.items()) if isinstance(cfg, dict) else "—"
-        out.append(f"| {rec['kernel']} | {rec['label']} | {cfg} | {_first_call(tri)} | "
+        out.append(f"| {rec['kernel']} | {_shape(rec)} | {cfg} | {_first_call(tri)} | "
                    f"{_us_spread(impls.get('triton'))} | {_us_spread(impls.get('mxfp6c'))} | "
                    f"{rec.get('compile_mode', '—')} | {_first_call(comp)} | "
                    f"{_us_spread(impls.get('torch_compile'))} |")
@@ -341,7 +388,7 @@ def _amd_table(doc):
     rows = []
     for rec in _sorted(doc.get("results", [])):
         for e in (rec.get("impls", {}).get("mxfp6c") or {}).get("amd_resources") or []:
-            cells = [rec["kernel"], rec["label"], e["launch"]]
+            cells = [rec["kernel"], _shape(rec), e["launch"]]
             if e.get("missing"):
                 cells += ["not in the table: run bench/amd_resources.py"] + [""] * 10
             else:

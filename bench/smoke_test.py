@@ -481,6 +481,18 @@ def report_verdicts():
     assert "pass (≥80%)" in md and "pass (≥75%)" in md and "miss (≥75%)" in md, md
     assert ("| ln_modulate_bwd | T=16384 | ln_modulate_bwd THREADS=384: 96.0; ln_modulate_bwd_reduce W=768: 9.0 "
             "| 105.0 | 110.0 | 5.0 |") in md, md
+    # The standing: 7 kernel/shapes at T >= 16384 with a valid result, 4 pass (T=16384 ln_modulate_fwd,
+    # ln_modulate_bwd at 87 % against 85, the dual packer, the prologue at 76.2 %); torch.compile
+    # beats ours once (0.2 ms against 0.1); Triton failed every check but is slower everywhere.
+    assert "Copy targets (at T ≥ 16384 tokens): 4 of 7 kernel/shapes pass." in md, md
+    assert "Faster than torch.compile: 7 of 8." in md, md
+    assert "Faster than Triton (baseline): 8 of 8 (8 of them against a baseline that failed its check)." in md, md
+    # Misses: T=32768 at 4e8 B / 0.2 ms = 2 TB/s, 47.6 % of 4.2, 42.4 short of 90; 4e8 B at
+    # 0.9 * 4.2 TB/s takes 105.8 µs. The whole-QKV forward at 0.11 ms: 86.6 %, 3.4 short.
+    assert "| ln_modulate_fwd | T=32768 | 90 | 47.6 | 42.4 | 200.0 | 105.8 |" in md, md
+    assert "| norm_rope_qkv_fwd | T=16384 | 90 | 86.6 | 3.4 | 110.0 | 105.8 |" in md, md
+    assert "| norm_rope_qkv_bwd_pack | T=32768 | 75 | 73.3 | 1.7 | 130.0 | 127.0 |" in md, md
+    assert "| ln_modulate_fwd | T=32768 | torch.compile | 200.0 | 100.0 | 100.0 |" in md, md
 
 
 def report_amd_resources():
