@@ -5,7 +5,7 @@ reported next to the sm_90 registers and occupancy of the code objects the bench
 Runs on the build machine (it needs mxfp6c, i.e. LLVM; no GPU): for each sm_90 code object under
 --kernels (the benchmark's folder, subfolders included) it compiles the same kernel at the same
 configuration for gfx942 and gfx950 and reads the resources from the launch metadata mxfp6c
-writes (registers/VGPRs, SGPRs, static shared memory/LDS, stack, and the occupancy estimate of
+writes (registers/VGPRs, SGPRs, shared memory (static and dynamic)/LDS, stack, and the occupancy estimate of
 compiler/codegen/occupancy.cpp: resident programs per SM/CU and the bound).
 
     python3 bench/amd_resources.py --out bench/results/<date>-resources.md
@@ -25,7 +25,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 TARGETS = report.AMD_TARGETS
 # Tunables mxfp6c may refuse for AMD at values other than 0, and its message's advice when it
 # does: asynchronous copies and predicated stores are NVIDIA's; MINPROGS = n is refused where n
-# programs' shared memory exceeds a CU's LDS (64 KB on gfx942).
+# programs' shared memory exceeds a CU's LDS (64 KB on gfx942, 160 KB on gfx950); the row then
+# reports the schedule without it (MINPROGS = 0, not the largest count that fits).
 DROPPABLE = {"ASYNC": "use ASYNC = 0 there", "PREDICATE": "use PREDICATE = 0 there",
              "MINPROGS": "lower MINPROGS or the shared memory"}
 
@@ -98,7 +99,7 @@ def markdown(rows, command):
     lines = [
         "# Resource use on sm_90, gfx942 and gfx950 of the benchmarked code objects", "",
         f"Command: `{command}` (on the build machine: the AMD code objects are compiled, not run).", "",
-        "Registers per thread (sm_90) / VGPRs (AMD), SGPRs, static shared memory / LDS in bytes, and the",
+        "Registers per thread (sm_90) / VGPRs (AMD), SGPRs, shared memory (static and dynamic) / LDS in bytes, and the",
         "estimated occupancy: resident warps (waves) over the maximum, with resident programs per SM/CU",
         "and the bound (compiler/codegen/occupancy.cpp, from the published per-SM/CU limits). AMD has no",
         "asynchronous copies or predicated stores: mxfp6c refuses ASYNC > 0 and PREDICATE = 1 there; it",

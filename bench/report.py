@@ -4,6 +4,7 @@ Needs no torch (the CPU smoke test runs it on synthetic data); matplotlib only f
 A run's document holds raw measurements (median ms per implementation); finalize() adds the
 bandwidths, ratios to copy, speedups and the pass/miss of every target of DESIGN.md section 10.
 """
+import itertools
 import json
 import pathlib
 
@@ -235,14 +236,19 @@ def _standing(doc):
     the call that measured it), the baselines in how much slower ours is."""
     recs = _sorted(doc.get("results", []))
     judged = [r for r in recs if (r.get("verdict") or {}).get("copy") in ("pass", "miss")]
+    unjudged = [r["name"] for r in recs if r.get("tokens", 0) >= TARGETS["copy_ratio_min_tokens"]
+                and (r.get("verdict") or {}).get("copy") not in ("pass", "miss", "n/a")]
     out = ["", "## Targets: the standing, and each miss by how much", "",
            f"Copy targets (at T ≥ {TARGETS['copy_ratio_min_tokens']} tokens): "
-           f"{sum(r['verdict']['copy'] == 'pass' for r in judged)} of {len(judged)} kernel/shapes pass."]
+           f"{sum(r['verdict']['copy'] == 'pass' for r in judged)} of {len(judged)} kernel/shapes pass"
+           + (f"; {len(unjudged)} more have no valid result of ours (each a miss): {', '.join(unjudged)}"
+              if unjudged else "") + "."]
     for b in TARGETS["faster_than"]:
         verdicts = [(r.get("verdict") or {}).get(b, "") for r in recs]
         faced = [v for v in verdicts if v.startswith(("pass", "miss"))]
         failed = sum(v.startswith("pass") and "failed its check" in v for v in faced)
-        out.append(f"Faster than {LABELS[b]}: {sum(v.startswith('pass') for v in faced)} of {len(faced)}"
+        out.append(f"Faster than {LABELS[b]}: {sum(v.startswith('pass') for v in faced)} of {len(faced)} kernel/shapes "
+                   "with a valid result of ours and a timed baseline"
                    + (f" ({failed} of them against a baseline that failed its check)" if failed else "") + ".")
     copy_misses, baseline_misses = [], []
     for rec in recs:
@@ -256,14 +262,16 @@ def _standing(doc):
                                f"{_us(ours)} | {_num(at_target_us, '.1f')} |")
         for b in TARGETS["faster_than"]:
             if v.get(b, "").startswith("miss"):
-                base_ms = baseline_ms(rec["impls"][b])
+                base = rec["impls"][b]
+                base_ms = baseline_ms(base)
+                checked = "" if base.get("ok") else " ✗"
                 baseline_misses.append(f"| {rec['kernel']} | {_shape(rec)} | {LABELS[b]} | {_us(ours)} | "
-                                       f"{base_ms * 1e3:.1f} | {(ours['median_ms'] / base_ms - 1) * 100:.1f} |")
+                                       f"{base_ms * 1e3:.1f}{checked} | {(ours['median_ms'] / base_ms - 1) * 100:.1f} |")
     if copy_misses:
         out += ["", "| kernel | shape | target % of copy | ours % of copy | short (points) | ours µs | µs at the target |",
                 "|---|---|---|---|---|---|---|"] + copy_misses
     if baseline_misses:
-        out += ["", "| kernel | shape | baseline | ours µs | baseline µs (p10) | ours slower by % |",
+        out += ["", "| kernel | shape | baseline | ours µs | baseline µs (its p10, else median; ✗ failed its check) | ours slower by % |",
                 "|---|---|---|---|---|---|"] + baseline_misses
     return out
 
@@ -347,7 +355,7 @@ def resource_cells(res):
     """Registers (VGPRs on AMD), SGPRs, shared memory (LDS) and occupancy of one target's compile;
     a refusal or an error in the first cell."""
     if "error" in res:
-        return ["error: " + res.get("reason", res["error"]), "", "", ""]
+        return ["error: " + (res.get("reason") or res["error"].splitlines()[0]), "", "", ""]
     if "refused" in res:
         return ["refused: " + res["refused"], "", "", ""]
     mark = "".join(f" ({key}=0)" for key in res.get("dropped", []))
@@ -357,47 +365,59 @@ def resource_cells(res):
 
 def attach_amd_resources(doc, rows, source):
     """Gives each best plan of ours the AMD resources of its code objects from an amd_resources
-    table (rows, read from source). A row whose sm_90 registers differ from the object this run
-    loaded was compiled from other sources: marked stale, not silently shown as this object's."""
+    table (rows, read from source; None: none, and any attached before are removed). A row whose
+    sm_90 registers differ from the object this run loaded was compiled from other sources:
+    marked stale, not silently shown as this object's."""
+    for rec in doc.get("results", []):
+        (rec.get("impls", {}).get("mxfp6c") or {}).pop("amd_resources", None)
+    doc.pop("amd_resources", None)
+    if rows is None:
+        return doc
     by_name = {r["code_object"]: r for r in rows if r.get("code_object")}
-    doc["amd_resources"] = {"source": str(source)}
+    doc["amd_resources"] = {"source": str(source), "named": bool(by_name)}
     for rec in doc.get("results", []):
         ours = rec.get("impls", {}).get("mxfp6c") or {}
         if not ours.get("code_object"):
             continue
         stages = ours.get("stages") or [{"kernel": rec["kernel"], "config": ours.get("config"),
                                          "registers": (ours.get("resources") or {}).get("registers")}]
-        found = []
-        for name, stage in zip(ours["code_object"].split(" + "), stages):
-            entry = {"code_object": name, "launch": f"{stage.get('kernel')} {stage.get('config')}"}
+        names, found = ours["code_object"].split(" + "), []
+        # Every launch of the plan, with or without a recorded stage.
+        for name, stage in itertools.zip_longest(names, stages[:len(names)], fillvalue={}):
+            entry = {"code_object": name, "launch": f"{stage.get('kernel', name)} {stage.get('config', '')}".strip()}
             row = by_name.get(name)
             if row is None:
                 entry["missing"] = True
             else:
                 entry.update({t: row.get(t, {}) for t in ("sm_90",) + AMD_TARGETS})
                 ran = stage.get("registers")
-                entry["stale"] = ran is not None and row["sm_90"].get("registers") != ran
                 entry["registers_here"] = ran
+                entry["stale"] = None if ran is None else entry["sm_90"].get("registers") != ran
             found.append(entry)
         ours["amd_resources"] = found
     return doc
 
 
 def _amd_table(doc):
-    source = (doc.get("amd_resources") or {}).get("source")
+    attached = doc.get("amd_resources") or {}
+    source = attached.get("source")
+    missing = ("not in the table: run bench/amd_resources.py" if attached.get("named", True) else
+               "the table names no code objects (written before the join): run bench/amd_resources.py")
     rows = []
     for rec in _sorted(doc.get("results", [])):
         for e in (rec.get("impls", {}).get("mxfp6c") or {}).get("amd_resources") or []:
             cells = [rec["kernel"], _shape(rec), e["launch"]]
             if e.get("missing"):
-                cells += ["not in the table: run bench/amd_resources.py"] + [""] * 10
+                cells += [missing] + [""] * 10
             else:
                 sm90 = resource_cells(e["sm_90"])
                 if e.get("stale"):
                     sm90[0] += f" (stale: {e['registers_here']} in this run)"
+                elif e.get("stale") is None:
+                    sm90[0] += " (not checked: this run's registers unknown)"
                 cells += [sm90[0], sm90[2], sm90[3]]
                 for t in AMD_TARGETS:
-                    cells += resource_cells(e[t])
+                    cells += resource_cells(e.get(t, {}))
             rows.append("| " + " | ".join(cells) + " |")
     if not rows:
         return []
@@ -406,7 +426,9 @@ def _amd_table(doc):
             f"(not run: no AMD GPU here), from `{source}` (`bench/amd_resources.py`): registers / VGPRs, SGPRs, "
             "shared memory / LDS in bytes, estimated occupancy (resident warps or waves over the maximum; "
             "programs per SM or CU, and the bound). A row compiled from other sources than this run's objects "
-            "(its sm_90 registers differ) is marked stale.", "",
+            "(its sm_90 registers differ) is marked stale. Where a target refuses a tunable (ASYNC, PREDICATE, "
+            "or a MINPROGS whose programs' shared memory a CU cannot hold), the row is the schedule without it, "
+            "marked (…=0).", "",
             "| kernel | shape | launch | sm_90 regs | sm_90 shared | sm_90 occupancy | gfx942 VGPRs | gfx942 SGPRs "
             "| gfx942 LDS | gfx942 occupancy | gfx950 VGPRs | gfx950 SGPRs | gfx950 LDS | gfx950 occupancy |",
             "|" + "---|" * 14] + rows

@@ -43,13 +43,9 @@ def newest_resources_table(folder=HERE / "results"):
 
 
 def amd_resources_table(choice):
-    """(path, rows) of the table the report joins, or None (--resources none, or no table)."""
-    if choice == "none":
-        return None
-    path = pathlib.Path(choice) if choice else newest_resources_table()
-    if path is None:
-        return None
-    return path, json.loads(path.read_text())
+    """(path, rows) of the table the report joins; (None, None) for --resources none or no table."""
+    path = None if choice == "none" else pathlib.Path(choice) if choice else newest_resources_table()
+    return (path, json.loads(path.read_text())) if path else (None, None)
 
 
 def parse_args():
@@ -434,13 +430,12 @@ def main():
         call, copies = 0, doc["copy"]
     log(t0, f"{len(items)} kernel/shapes, time budget {args.time_budget:g} s: " + ", ".join(p.name for p in items))
 
-    resources = amd_resources_table(args.resources)
-    if resources:
-        log(t0, f"AMD resources of our code objects from {resources[0]}")
+    source, resource_rows = amd_resources_table(args.resources)
+    log(t0, f"AMD resources of our code objects from {source}" if source else
+        "AMD resources of our code objects: none (--resources none, or no results/*-resources*.json)")
 
     def save():
-        if resources:
-            report.attach_amd_resources(doc, resources[1], resources[0])
+        report.attach_amd_resources(doc, resource_rows, source)
         return report.write(doc, args.out, stem)
 
     workers = precompile_workers(args)

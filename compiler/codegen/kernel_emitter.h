@@ -52,6 +52,11 @@ struct RegValue {
   bool isVector() const { return !chunks.empty(); }
 };
 
+/// The MLIR location of a DSL position in `kernel`; a position without a file is in the kernel's.
+inline Location sourceLocation(MLIRContext* ctx, const kir::Kernel& kernel, const kir::SourceLoc& l) {
+  return FileLineColLoc::get(ctx, l.file.empty() ? kernel.loc.file : l.file, l.line, l.col);
+}
+
 class KernelEmitter {
  public:
   KernelEmitter(MLIRContext& ctx, const kir::Kernel& kernel, const TargetInfo& target)
@@ -70,9 +75,7 @@ class KernelEmitter {
   }
 
  private:
-  Location loc(const kir::SourceLoc& l) {
-    return FileLineColLoc::get(&ctx_, l.file.empty() ? k_.loc.file : l.file, l.line, l.col);
-  }
+  Location loc(const kir::SourceLoc& l) { return sourceLocation(&ctx_, k_, l); }
   InFlightDiagnostic error(const kir::Op& op) { return emitError(loc(op.loc)); }
 
   LogicalResult checkSchedule();

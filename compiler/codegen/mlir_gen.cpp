@@ -524,7 +524,8 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b_.getI64IntegerAttr(16));
   int blockThreads = int(rows_ * threads_);
   func.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({blockThreads, 1, 1}));
-  if (failed(requestResidentPrograms(func, blockThreads, sharedBytes, kernelLoc))) return nullptr;
+  // Residency counts each buffer from a 16-byte boundary, as the allocation places them.
+  if (failed(requestResidentPrograms(func, blockThreads, dynamicSharedBytes(workgroup), kernelLoc))) return nullptr;
 
   paramArgs_.assign(k_.params.size(), Value());
   runtimeDimArgs_.assign(k_.runtimeDims.size(), Value());
@@ -621,13 +622,13 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
                       NVVM::NVVMDialect, ROCDL::ROCDLDialect, scf::SCFDialect, vector::VectorDialect>();
   int64_t steps = serialSteps(kernel);
   if (steps < 1) {
-    emitError(FileLineColLoc::get(&context, kernel.loc.file, kernel.loc.line, kernel.loc.col))
+    emitError(detail::sourceLocation(&context, kernel, kernel.loc))
         << "kernel '" << kernel.name << "': SERIAL = " << steps << " must be positive";
     return nullptr;
   }
   int64_t interleave = interleavedRowCount(kernel);
   if (interleave < 1) {
-    emitError(FileLineColLoc::get(&context, kernel.loc.file, kernel.loc.line, kernel.loc.col))
+    emitError(detail::sourceLocation(&context, kernel, kernel.loc))
         << "kernel '" << kernel.name << "': INTERLEAVE = " << interleave << " must be positive";
     return nullptr;
   }
@@ -638,8 +639,7 @@ OwningOpRef<ModuleOp> generateMLIR(MLIRContext& context, const kir::Kernel& kern
   const kir::Kernel* rewritten = &kernel;
   if (interleave > 1) {
     if (InterleaveRefusal refusal = interleaveRefusal(kernel); !refusal.reason.empty()) {
-      kir::SourceLoc at = refusal.op >= 0 ? kernel.ops[refusal.op].loc : kernel.loc;
-      emitError(FileLineColLoc::get(&context, at.file.empty() ? kernel.loc.file : at.file, at.line, at.col))
+      emitError(detail::sourceLocation(&context, kernel, refusal.op >= 0 ? kernel.ops[refusal.op].loc : kernel.loc))
           << "kernel '" << kernel.name << "': " << refusal.reason;
       return nullptr;
     }

@@ -123,10 +123,8 @@ struct Access {
 
 class Lowerer {
  public:
-  Lowerer(const ModuleImpl& module, const ast::KernelDecl& decl, const Bindings& bindings,
-          DiagnosticEngine& diags)
-      : module_(module),
-        decl_(decl),
+  Lowerer(const ast::KernelDecl& decl, const Bindings& bindings, DiagnosticEngine& diags)
+      : decl_(decl),
         bindings_(bindings),
         diags_(diags),
         symbols_(collectSymbols(decl, nullptr)) {}
@@ -1148,7 +1146,6 @@ class Lowerer {
       if (id >= first) id = -1;
   }
 
-  const ModuleImpl& module_;
   const ast::KernelDecl& decl_;
   const Bindings& bindings_;
   DiagnosticEngine& diags_;
@@ -1179,7 +1176,7 @@ std::optional<kir::Kernel> instantiate(const Module& module, const std::string& 
   if (!bindings || !checkConstraints(*decl, *bindings, diags) ||
       !checkDimensions(*decl, *bindings, &diags))
     return std::nullopt;
-  return Lowerer(impl, *decl, *bindings, diags).run();
+  return Lowerer(*decl, *bindings, diags).run();
 }
 
 }  // namespace mxfp6::frontend

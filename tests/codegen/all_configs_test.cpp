@@ -66,12 +66,12 @@ TEST_P(AllConfigs, CompileForEveryTarget) {
         std::string where = info.name + " for " + targetName + " at";
         for (const auto& [key, value] : k->config) where += " " + key + "=" + std::to_string(value);
         Expected<codegen::CompiledKernel> c = codegen::compileKernel(*k, target, emit);
-        // The same schedule with its residency left to the compiler (MINPROGS = 0), to MLIR.
-        auto unrequested = [&](const codegen::TargetInfo& on) {
+        // The same schedule with its residency left to the compiler (MINPROGS = 0).
+        auto unrequested = [&](const codegen::TargetInfo& on, codegen::Emit to) {
           auto without = config;
           if (k->config.count("MINPROGS")) without["MINPROGS"] = 0;
           std::optional<kir::Kernel> left = testing::instantiateOrFail(*m, info.name, without);
-          return left ? codegen::compileKernel(*left, on, codegen::Emit::Mlir)
+          return left ? codegen::compileKernel(*left, on, to)
                       : Expected<codegen::CompiledKernel>(Status::error("the schedule without MINPROGS does not instantiate"));
         };
         // Asynchronous copies (ASYNC > 0) are NVIDIA's: elsewhere the configuration is refused
@@ -98,22 +98,26 @@ TEST_P(AllConfigs, CompileForEveryTarget) {
           EXPECT_GT(std::stol(needs[1]), target.maxSharedBytes) << where;
           const codegen::TargetInfo roomier = *codegen::findTarget("sm_90");
           ASSERT_GT(roomier.maxSharedBytes, target.maxSharedBytes) << where;
-          Expected<codegen::CompiledKernel> there = unrequested(roomier);
+          Expected<codegen::CompiledKernel> there = unrequested(roomier, codegen::Emit::Mlir);
           EXPECT_TRUE(there.isOk()) << where << ", on sm_90 without MINPROGS: " << there.status().message();
           ++refused;
           continue;
         }
         // MINPROGS = n where n programs' shared memory cannot share one SM (CU) of the target is
         // refused with the bytes; the same schedule, its residency left to the compiler, must
-        // then compile there.
+        // then compile there, and the shared memory its code object allocates (ptxas's or the
+        // HSACO's figure, not the emitter's) must indeed not fit n times.
         std::smatch residency;
         if (!c.isOk() && std::regex_search(c.status().message(), residency, kResidencyRefusal) &&
             residency[4] == targetName) {
           const int64_t programs = std::stol(residency[1]), bytes = std::stol(residency[2]);
           EXPECT_EQ(programs, k->configValue("MINPROGS", 0)) << where;
           EXPECT_GT(programs * (bytes + target.sharedBytesReservedPerProgram), target.sharedBytesPerUnit) << where;
-          Expected<codegen::CompiledKernel> there = unrequested(target);
-          EXPECT_TRUE(there.isOk()) << where << ", without MINPROGS: " << there.status().message();
+          Expected<codegen::CompiledKernel> there = unrequested(target, emit);
+          ASSERT_TRUE(there.isOk()) << where << ", without MINPROGS: " << there.status().message();
+          if (std::optional<int> allocated = there->resources.sharedBytes)
+            EXPECT_GT(programs * (*allocated + target.sharedBytesReservedPerProgram), target.sharedBytesPerUnit)
+                << where << ": the object allocates " << *allocated << " bytes";
           ++refused;
           continue;
         }

@@ -59,6 +59,12 @@ TEST(Occupancy, ProgramsThatTheSharedMemoryHolds) {
   EXPECT_EQ(sharedResidentPrograms(*findTarget("gfx950"), 30848), 5);
   // Exactly a half: 32768 bytes twice in gfx942's 64 KB.
   EXPECT_EQ(sharedResidentPrograms(*findTarget("gfx942"), 32768), 2);
+  // The reservation at the boundary: 2 * (115712 + 1024) = 233472 exactly; one byte more fits once.
+  EXPECT_EQ(sharedResidentPrograms(*findTarget("sm_90"), 115712), 2);
+  EXPECT_EQ(sharedResidentPrograms(*findTarget("sm_90"), 115713), 1);
+  // What a target lets one program use, one program of it always holds.
+  for (const std::string& name : targetNames())
+    EXPECT_GE(sharedResidentPrograms(*findTarget(name), findTarget(name)->maxSharedBytes), 1) << name;
   // A program without shared memory is bounded elsewhere (threads, registers, programs).
   EXPECT_GT(sharedResidentPrograms(*findTarget("gfx942"), 0), 32);
 }
