@@ -326,9 +326,8 @@ LogicalResult KernelEmitter::requestResidentPrograms(gpu::GPUFuncOp func, int bl
   if (programs == 0) return success();
   bool nvidia = target_.backend == Backend::NVVM;
   const char* unit = nvidia ? "SM of " : "CU of ";
-  // Residency limits: 2048 threads and 32 programs per SM (sm_90); 4 SIMDs of 8 wave64s per CU.
   int64_t waves = (blockThreads + target_.subgroupSize - 1) / target_.subgroupSize;
-  int64_t maxPrograms = nvidia ? std::min<int64_t>(32, 64 / waves) : 32 / waves;
+  int64_t maxPrograms = threadResidentPrograms(target_, blockThreads);
   if (programs < 0 || programs > maxPrograms) {
     emitError(loc) << "MINPROGS = " << programs << " programs of " << blockThreads << " threads cannot be resident on one "
                    << unit << target_.name << ": at most " << maxPrograms;

@@ -24,16 +24,16 @@ Occupancy pick(std::initializer_list<Bound> bounds, int warpsPerProgram, int max
   return o;
 }
 
-// sm_90 (H100/H200): 64K 32-bit registers, allocated per warp in units of 256; 64 warps and 32
-// blocks per SM; its shared memory (target.h).
+// sm_90 (H100/H200): 64K 32-bit registers, allocated per warp in units of 256; its warps,
+// programs and shared memory (target.h).
 Occupancy hopper(const TargetInfo& target, const Resources& r, int blockThreads) {
   int warps = (blockThreads + 31) / 32;
   int regsPerWarp = roundUp(std::max(1, *r.registers) * 32, 256);
   return pick({{65536 / (regsPerWarp * warps), "registers"},
-               {64 / warps, "threads"},
-               {32, "programs"},
+               {target.maxWarpsPerUnit / warps, "threads"},
+               {target.maxProgramsPerUnit, "programs"},
                {sharedResidentPrograms(target, r.sharedBytes.value_or(0)), "shared"}},
-              warps, 64);
+              warps, target.maxWarpsPerUnit);
 }
 
 // CDNA3/4 (gfx942, gfx950): a CU has 4 SIMDs of at most 8 wave64s; 512 VGPRs per lane of a SIMD
@@ -44,12 +44,17 @@ Occupancy cdna(const TargetInfo& target, const Resources& r, int blockThreads) {
   int sgprWaves = r.sgprs ? std::min(8, 800 / roundUp(std::max(1, *r.sgprs), 16)) : 8;
   return pick({{4 * vgprWaves / waves, "registers"},
                {4 * sgprWaves / waves, "sgprs"},
-               {32 / waves, "threads"},
+               {target.maxWarpsPerUnit / waves, "threads"},
                {sharedResidentPrograms(target, r.sharedBytes.value_or(0)), "shared"}},
-              waves, 32);
+              waves, target.maxWarpsPerUnit);
 }
 
 }  // namespace
+
+int threadResidentPrograms(const TargetInfo& target, int blockThreads) {
+  int warps = (blockThreads + target.subgroupSize - 1) / target.subgroupSize;
+  return std::min(target.maxProgramsPerUnit, target.maxWarpsPerUnit / warps);
+}
 
 int sharedResidentPrograms(const TargetInfo& target, int64_t sharedBytes) {
   int64_t perProgram = sharedBytes + target.sharedBytesReservedPerProgram;

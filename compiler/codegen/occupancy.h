@@ -19,6 +19,10 @@ struct Occupancy {
   std::string limit;        // what bounds it: "registers", "sgprs", "shared", "threads", "programs"
 };
 
+/// How many programs of `blockThreads` threads one SM (CU) of `target` holds at once by its warp
+/// (wave) and program limits alone.
+int threadResidentPrograms(const TargetInfo& target, int blockThreads);
+
 /// How many programs of `sharedBytes` of shared memory (LDS) one SM (CU) of `target` holds at once
 /// (a large number where they use none).
 int sharedResidentPrograms(const TargetInfo& target, int64_t sharedBytes);

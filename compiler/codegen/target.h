@@ -23,6 +23,11 @@ struct TargetInfo {
   // reserves 1 KB of it for each program besides what the program asks for.
   int sharedBytesPerUnit;
   int sharedBytesReservedPerProgram;
+  // Residency of one SM (CU) besides registers and shared memory: the warps (waves) and the
+  // programs it holds at once (sm_90: 64 warps, 32 programs; CDNA: 4 SIMDs of 8 wave64s, and
+  // no more programs than waves).
+  int maxWarpsPerUnit;
+  int maxProgramsPerUnit;
 };
 
 /// The target named `name`, or nullopt.
