@@ -368,16 +368,14 @@ def attach_amd_resources(doc, rows, source):
     table (rows, read from source; None: none, and any attached before are removed). A row whose
     sm_90 registers differ from the object this run loaded was compiled from other sources:
     marked stale, not silently shown as this object's."""
-    for rec in doc.get("results", []):
-        (rec.get("impls", {}).get("mxfp6c") or {}).pop("amd_resources", None)
+    by_name = {r["code_object"]: r for r in rows or () if r.get("code_object")}
     doc.pop("amd_resources", None)
-    if rows is None:
-        return doc
-    by_name = {r["code_object"]: r for r in rows if r.get("code_object")}
-    doc["amd_resources"] = {"source": str(source), "named": bool(by_name)}
+    if rows is not None:
+        doc["amd_resources"] = {"source": str(source), "named": bool(by_name)}
     for rec in doc.get("results", []):
         ours = rec.get("impls", {}).get("mxfp6c") or {}
-        if not ours.get("code_object"):
+        ours.pop("amd_resources", None)
+        if rows is None or not ours.get("code_object"):
             continue
         stages = ours.get("stages") or [{"kernel": rec["kernel"], "config": ours.get("config"),
                                          "registers": (ours.get("resources") or {}).get("registers")}]

@@ -326,7 +326,6 @@ LogicalResult KernelEmitter::requestResidentPrograms(gpu::GPUFuncOp func, int bl
   if (programs == 0) return success();
   bool nvidia = target_.backend == Backend::NVVM;
   const char* unit = nvidia ? "SM of " : "CU of ";
-  int64_t waves = (blockThreads + target_.subgroupSize - 1) / target_.subgroupSize;
   int64_t maxPrograms = threadResidentPrograms(target_, blockThreads);
   if (programs < 0 || programs > maxPrograms) {
     emitError(loc) << "MINPROGS = " << programs << " programs of " << blockThreads << " threads cannot be resident on one "
@@ -346,6 +345,7 @@ LogicalResult KernelEmitter::requestResidentPrograms(gpu::GPUFuncOp func, int bl
   if (nvidia) {
     func->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(), b_.getI32IntegerAttr(int(programs)));
   } else {
+    int64_t waves = (blockThreads + target_.subgroupSize - 1) / target_.subgroupSize;
     int64_t wavesPerSimd = (programs * waves + 3) / 4;
     func->setAttr(ROCDL::ROCDLDialect::WavesPerEuAttrHelper::getNameStr(), b_.getI32IntegerAttr(int(wavesPerSimd)));
   }
@@ -504,10 +504,12 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
                                         gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
     sharedBytes += asyncBytes;
   }
-  // Past what a program may allocate statically (sm_90: 48 KB), the buffers become views of the
-  // shared memory requested at launch.
+  // The buffers laid out from 16-byte boundaries, as both allocations place them. Past what a
+  // program may allocate statically (sm_90: 48 KB), they become views of the shared memory
+  // requested at launch.
+  const int64_t alignedSharedBytes = dynamicSharedBytes(workgroup);
   const bool dynamicShared = sharedBytes > target_.maxStaticSharedBytes;
-  if (dynamicShared) sharedBytes = dynamicSharedBytes(workgroup);
+  if (dynamicShared) sharedBytes = alignedSharedBytes;
   if (sharedBytes > target_.maxSharedBytes) {
     emitError(kernelLoc) << "kernel '" << k_.name << "' needs " << sharedBytes
                          << " bytes of shared memory (reductions, transpose, store staging and asynchronous copy buffers of " << rows_ * interleave_
@@ -523,8 +525,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b_.getI64IntegerAttr(16));
   int blockThreads = int(rows_ * threads_);
   func.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({blockThreads, 1, 1}));
-  // Residency counts each buffer from a 16-byte boundary, as the allocation places them.
-  if (failed(requestResidentPrograms(func, blockThreads, dynamicSharedBytes(workgroup), kernelLoc))) return nullptr;
+  if (failed(requestResidentPrograms(func, blockThreads, alignedSharedBytes, kernelLoc))) return nullptr;
 
   paramArgs_.assign(k_.params.size(), Value());
   runtimeDimArgs_.assign(k_.runtimeDims.size(), Value());
