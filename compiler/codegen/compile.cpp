@@ -37,12 +37,9 @@ class DiagnosticCollector {
  public:
   explicit DiagnosticCollector(mlir::MLIRContext& ctx)
       : handler_(&ctx, [this](mlir::Diagnostic& d) {
-          std::string loc;
-          if (auto flc = llvm::dyn_cast<mlir::FileLineColLoc>(d.getLocation()))
-            loc = flc.getFilename().str() + ":" + std::to_string(flc.getLine()) + ":" +
-                  std::to_string(flc.getColumn()) + ": ";
           const char* sev = d.getSeverity() == mlir::DiagnosticSeverity::Error ? "error" : "note";
-          text_ += loc + sev + ": " + d.str() + "\n";
+          std::string calls;
+          text_ += position(d.getLocation(), calls) + sev + ": " + d.str() + "\n" + calls;
           return mlir::success();
         }) {}
   Status failure(const std::string& what) const {
@@ -50,6 +47,28 @@ class DiagnosticCollector {
   }
 
  private:
+  /// "file:line:col: " of `loc` (empty when it has none). A position in a fn's body (a call
+  /// site, kernel_emitter.h's sourceLocation) appends to `calls` a note for each call that led
+  /// there, innermost first.
+  static std::string position(mlir::Location loc, std::string& calls) {
+    if (auto site = llvm::dyn_cast<mlir::CallSiteLoc>(loc)) {
+      std::string here = position(site.getCallee(), calls);
+      mlir::Location caller = site.getCaller();
+      std::string fn;
+      if (auto named = llvm::dyn_cast<mlir::NameLoc>(caller)) {
+        fn = named.getName().str();
+        caller = named.getChildLoc();
+      }
+      std::string outer;
+      calls += position(caller, outer) + "note: in the call of fn '" + fn + "'\n" + outer;
+      return here;
+    }
+    if (auto flc = llvm::dyn_cast<mlir::FileLineColLoc>(loc))
+      return flc.getFilename().str() + ":" + std::to_string(flc.getLine()) + ":" +
+             std::to_string(flc.getColumn()) + ": ";
+    return "";
+  }
+
   std::string text_;
   mlir::ScopedDiagnosticHandler handler_;
 };

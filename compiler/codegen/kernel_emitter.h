@@ -53,8 +53,14 @@ struct RegValue {
 };
 
 /// The MLIR location of a DSL position in `kernel`; a position without a file is in the kernel's.
+/// A position in a fn's body is a call site: the position (callee) and the call that put it
+/// there (caller), named by the fn, so an error reports both.
 inline Location sourceLocation(MLIRContext* ctx, const kir::Kernel& kernel, const kir::SourceLoc& l) {
-  return FileLineColLoc::get(ctx, l.file.empty() ? kernel.loc.file : l.file, l.line, l.col);
+  Location here = FileLineColLoc::get(ctx, l.file.empty() ? kernel.loc.file : l.file, l.line, l.col);
+  if (!l.inCall) return here;
+  Location call = NameLoc::get(StringAttr::get(ctx, l.inCall->fn),
+                               sourceLocation(ctx, kernel, l.inCall->loc));
+  return CallSiteLoc::get(here, call);
 }
 
 class KernelEmitter {

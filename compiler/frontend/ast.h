@@ -16,7 +16,7 @@ enum class ExprKind {
   IntLit,    // intValue
   FloatLit,  // floatValue
   Name,      // name
-  Call,      // name(operands...): builtins only, resolved by the '(' that follows the name
+  Call,      // name(operands...): a builtin, or a fn of the file (expanded before the checks)
   Access,    // name[operands...]: element or row of a tensor, resolved by the '['
   Slice,     // an index of an Access: ':' (the whole dimension, no operands) or `start : n`
              // (operands: start, length)
@@ -178,6 +178,7 @@ struct Stmt {
     Store,  // name[indices] = value
     Var,    // var name = value
     For,    // for name in value .. end (step step)? { body }
+    Call,   // value: a call of a fn for its stores; expanded away before the checks
   };
   Kind kind = Kind::Bind;
   std::string name;  // bound, assigned or declared name, the tensor stored into, or the loop index
@@ -210,8 +211,19 @@ struct KernelDecl {
   RowBlock row;
 };
 
+/// fn name(params) { body (return result)? }: statements and an optional value, expanded at
+/// every call (compiler/frontend/fn_expand.h).
+struct FnDecl {
+  std::string name;
+  kir::SourceLoc loc;
+  std::vector<NameDecl> params;
+  std::vector<Stmt> body;
+  ExprPtr result;  // null: the fn returns nothing and is called as a statement
+};
+
 struct File {
   std::vector<KernelDecl> kernels;
+  std::vector<FnDecl> fns;
 };
 
 }  // namespace mxfp6::frontend::ast

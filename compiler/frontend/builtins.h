@@ -1,5 +1,6 @@
-// The builtin functions of the language. A name followed by '(' is always a builtin call: the
-// language has no user functions, so `mean(v)` and a tensor `mean[t]` never collide.
+// The builtin functions of the language. A name followed by '(' is a builtin call or a fn's
+// (whose calls are expanded before the checks, fn_expand.h), so `mean(v)` and a tensor `mean[t]`
+// never collide; a fn may not take a builtin's name.
 #pragma once
 
 #include <cstddef>

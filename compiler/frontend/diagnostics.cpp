@@ -29,21 +29,31 @@ void DiagnosticEngine::addSource(const std::string& file, const std::string& tex
   sources_[file] = text;
 }
 
+void DiagnosticEngine::renderOne(const kir::SourceLoc& loc, std::string_view kind,
+                                 const std::string& message, std::string& out) const {
+  out += loc.file;
+  if (loc.line > 0) out += ":" + std::to_string(loc.line) + ":" + std::to_string(loc.col);
+  out += ": ";
+  out += kind;
+  out += ": " + message + "\n";
+  auto source = sources_.find(loc.file);
+  if (loc.line <= 0 || source == sources_.end()) return;
+  std::string_view line = lineOf(source->second, loc.line);
+  out.append(line);
+  out += "\n";
+  // Tabs are copied so the caret lines up however the terminal expands them.
+  for (int i = 0; i + 1 < loc.col; ++i)
+    out += i < static_cast<int>(line.size()) && line[i] == '\t' ? '\t' : ' ';
+  out += "^\n";
+}
+
 std::string DiagnosticEngine::render() const {
   std::string out;
   for (const Diagnostic& d : diags_) {
-    out += d.loc.file;
-    if (d.loc.line > 0) out += ":" + std::to_string(d.loc.line) + ":" + std::to_string(d.loc.col);
-    out += ": error: " + d.message + "\n";
-    auto source = sources_.find(d.loc.file);
-    if (d.loc.line <= 0 || source == sources_.end()) continue;
-    std::string_view line = lineOf(source->second, d.loc.line);
-    out.append(line);
-    out += "\n";
-    // Tabs are copied so the caret lines up however the terminal expands them.
-    for (int i = 0; i + 1 < d.loc.col; ++i)
-      out += i < static_cast<int>(line.size()) && line[i] == '\t' ? '\t' : ' ';
-    out += "^\n";
+    renderOne(d.loc, "error", d.message, out);
+    // An error inside a fn's body: the calls that expanded it there, innermost first.
+    for (const kir::FnCall* call = d.loc.inCall.get(); call; call = call->loc.inCall.get())
+      renderOne(call->loc, "note", "in the call of fn '" + call->fn + "'", out);
   }
   return out;
 }

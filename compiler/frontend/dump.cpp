@@ -197,6 +197,9 @@ void dumpStmts(const std::vector<ast::Stmt>& stmts, const std::string& indent, s
         dumpStmts(stmt.body, indent + "  ", out);
         out += indent + "}\n";
         break;
+      case ast::Stmt::Kind::Call:
+        out += indent + formatExpr(*stmt.value) + loc;
+        break;
     }
   }
 }

@@ -32,10 +32,15 @@ class DiagnosticEngine {
   /// Registers a buffer so rendering can show the offending line.
   void addSource(const std::string& file, const std::string& text);
   /// "file:line:col: error: message\n<source line>\n<caret>\n" for every diagnostic.
+  /// An error inside a fn's body is followed by "file:line:col: note: in the call of fn 'f'"
+  /// and the call's line, for each call that led there.
   std::string render() const;
   void clear() { diags_.clear(); }
 
  private:
+  void renderOne(const kir::SourceLoc& loc, std::string_view kind, const std::string& message,
+                 std::string& out) const;
+
   std::vector<Diagnostic> diags_;
   std::map<std::string, std::string> sources_;
 };

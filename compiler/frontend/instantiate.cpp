@@ -1027,6 +1027,9 @@ class Lowerer {
         case ast::Stmt::Kind::For:
           ok = lowerFor(stmt);
           break;
+        case ast::Stmt::Kind::Call:  // expanded away before the checks (fn_expand.h)
+          error(stmt.loc, "a fn call was not expanded");
+          break;
       }
       if (!ok) return false;
     }

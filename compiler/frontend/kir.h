@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mxfp6::kir {
@@ -30,12 +32,25 @@ struct ValueType {
 /// "f32" for a scalar, "f32x3072" for a row vector: the spelling of dumps and diagnostics.
 std::string typeName(const ValueType& t);
 
+struct FnCall;
+
 /// A position in a DSL source file (1-based), carried by every op so later stages can point at
-/// the user's line.
+/// the user's line. A position inside a `fn` also says which call expanded it there, so an
+/// error in a fn's body names the call that led to it.
 struct SourceLoc {
+  SourceLoc(std::string file = {}, int line = 0, int col = 0,
+            std::shared_ptr<const FnCall> inCall = nullptr)
+      : file(std::move(file)), line(line), col(col), inCall(std::move(inCall)) {}
   std::string file;
   int line = 0;
   int col = 0;
+  std::shared_ptr<const FnCall> inCall;  // null outside fn bodies
+};
+
+/// A call of a `fn` whose body was expanded in place (compiler/frontend/fn_expand.h).
+struct FnCall {
+  std::string fn;
+  SourceLoc loc;  // the call's name; itself inside a fn when that fn called this one
 };
 
 /// A dimension of a tensor parameter: either a compile-time constant (specialized dimension,

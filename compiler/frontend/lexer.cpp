@@ -24,6 +24,8 @@ std::optional<TokenKind> keyword(std::string_view s) {
       {"var", TokenKind::KwVar},
       {"for", TokenKind::KwFor},
       {"step", TokenKind::KwStep},
+      {"fn", TokenKind::KwFn},
+      {"return", TokenKind::KwReturn},
   };
   for (const auto& [text, kind] : kKeywords)
     if (s == text) return kind;
@@ -226,6 +228,10 @@ std::string tokenKindName(TokenKind kind) {
       return "'for'";
     case TokenKind::KwStep:
       return "'step'";
+    case TokenKind::KwFn:
+      return "'fn'";
+    case TokenKind::KwReturn:
+      return "'return'";
     case TokenKind::LParen:
       return "'('";
     case TokenKind::RParen:

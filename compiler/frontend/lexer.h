@@ -31,6 +31,8 @@ enum class TokenKind {
   KwVar,
   KwFor,
   KwStep,
+  KwFn,
+  KwReturn,
   LParen,
   RParen,
   LBracket,

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "compiler/frontend/fn_expand.h"
 #include "compiler/frontend/module_impl.h"
 #include "compiler/frontend/parser.h"
 #include "compiler/frontend/sema.h"
@@ -29,7 +30,7 @@ std::optional<Module> parseSource(const std::string& file, const std::string& te
   diags.addSource(file, text);
   size_t errorsBefore = diags.diagnostics().size();
   auto ast = parseAst(file, text, diags);
-  if (!ast) return std::nullopt;
+  if (!ast || !expandFnCalls(*ast, diags)) return std::nullopt;
   std::vector<KernelInfo> kernels = checkModule(*ast, diags);
   if (diags.diagnostics().size() != errorsBefore) return std::nullopt;
   Module module;

@@ -28,12 +28,18 @@ class Parser {
          DiagnosticEngine& diags)
       : file_(file), source_(source), tokens_(std::move(tokens)), diags_(diags) {}
 
-  /// file ::= kernel*
+  /// file ::= (kernel | fn)*
   std::optional<ast::File> parseFile() {
     ast::File file;
     while (!at(TokenKind::Eof)) {
+      if (at(TokenKind::KwFn)) {
+        auto fn = parseFn();
+        if (!fn) return std::nullopt;
+        file.fns.push_back(std::move(*fn));
+        continue;
+      }
       if (!at(TokenKind::KwKernel))
-        return fail(cur(), "expected 'kernel', found " + describe(cur()));
+        return fail(cur(), "expected 'kernel' or 'fn', found " + describe(cur()));
       auto kernel = parseKernel();
       if (!kernel) return std::nullopt;
       file.kernels.push_back(std::move(*kernel));
@@ -52,6 +58,8 @@ class Parser {
     if (t.kind != TokenKind::Eof) ++pos_;
     return t;
   }
+  /// The token after the current one (Eof at the end).
+  const Token& next() const { return tokens_[std::min(pos_ + 1, tokens_.size() - 1)]; }
   bool consume(TokenKind k) {
     if (!at(k)) return false;
     take();
@@ -324,6 +332,36 @@ class Parser {
     return require;
   }
 
+  /// fn ::= 'fn' ident '(' (ident (',' ident)*)? ')' '{' stmt* ('return' expr)? '}'
+  std::optional<ast::FnDecl> parseFn() {
+    take();
+    auto name = expectName("as the fn name");
+    if (!name || !expect(TokenKind::LParen, "after the fn name")) return std::nullopt;
+    ast::FnDecl fn;
+    fn.name = name->name;
+    fn.loc = name->loc;
+    if (!at(TokenKind::RParen) && !parseNameList(fn.params, "as a parameter of the fn"))
+      return std::nullopt;
+    if (!expect(TokenKind::RParen, "after the fn's parameters") ||
+        !expect(TokenKind::LBrace, "to open the fn's body"))
+      return std::nullopt;
+    while (!at(TokenKind::RBrace) && !at(TokenKind::KwReturn)) {
+      auto stmt = parseStmt();
+      if (!stmt) return std::nullopt;
+      fn.body.push_back(std::move(*stmt));
+    }
+    if (consume(TokenKind::KwReturn)) {
+      auto result = parseExpr();
+      if (!result) return std::nullopt;
+      fn.result = std::move(*result);
+      if (!at(TokenKind::RBrace))
+        return fail(cur(), "expected '}' after the returned value ('return' ends a fn's body), "
+                           "found " + describe(cur()));
+    }
+    take();
+    return fn;
+  }
+
   /// row_block ::= 'row' ident (',' ident)* 'in' extent (',' extent)* '{' stmt* '}'
   /// extent ::= ident | integer | '(' expr ')'
   std::optional<ast::RowBlock> parseRowBlock() {
@@ -365,8 +403,20 @@ class Parser {
   /// stmt ::= ident '=' expr | ident '[' index (',' index)* ']' '=' expr
   ///        | 'var' ident '=' expr
   ///        | 'for' ident 'in' expr '..' expr ('step' expr)? '{' stmt* '}'
+  ///        | ident '(' (expr (',' expr)*)? ')'      -- a fn called for its stores
   std::optional<ast::Stmt> parseStmt() {
     if (at(TokenKind::KwFor)) return parseFor();
+    if (at(TokenKind::KwReturn)) return fail(cur(), "'return' can only end a fn's body");
+    if (at(TokenKind::Ident) && next().kind == TokenKind::LParen) {
+      ast::Stmt stmt;
+      stmt.kind = ast::Stmt::Kind::Call;
+      stmt.name = std::string(cur().text);
+      stmt.loc = loc(cur());
+      auto call = parsePrimary();
+      if (!call) return std::nullopt;
+      stmt.value = std::move(*call);
+      return stmt;
+    }
     if (at(TokenKind::KwVar)) {
       take();
       auto name = expectName("as the variable name");
@@ -382,8 +432,8 @@ class Parser {
     }
     if (!at(TokenKind::Ident))
       return fail(cur(),
-                  "expected a statement ('name = ...', 'tensor[...] = ...', 'var' or 'for') or "
-                  "'}', found " +
+                  "expected a statement ('name = ...', 'tensor[...] = ...', 'var', 'for' or "
+                  "'fn(...)') or '}', found " +
                       describe(cur()));
     const Token& nameTok = take();
     ast::Stmt stmt;
@@ -598,7 +648,7 @@ class Parser {
     return node;
   }
 
-  /// primary ::= number | ident | ident '(' expr (',' expr)* ')'
+  /// primary ::= number | ident | ident '(' (expr (',' expr)*)? ')'
   ///           | ident '[' index (',' index)* ']' | '(' expr ')'
   std::optional<ExprPtr> parsePrimary() {
     const Token& t = cur();
@@ -622,11 +672,13 @@ class Parser {
     ExprKind kind = ExprKind::Name;
     if (consume(TokenKind::LParen)) {
       kind = ExprKind::Call;
-      do {
-        auto arg = parseExpr();
-        if (!arg) return std::nullopt;
-        operands.push_back(std::move(*arg));
-      } while (consume(TokenKind::Comma));
+      if (!at(TokenKind::RParen)) {
+        do {
+          auto arg = parseExpr();
+          if (!arg) return std::nullopt;
+          operands.push_back(std::move(*arg));
+        } while (consume(TokenKind::Comma));
+      }
       if (!expect(TokenKind::RParen, "after the arguments")) return std::nullopt;
     } else if (consume(TokenKind::LBracket)) {
       kind = ExprKind::Access;

@@ -200,6 +200,9 @@ Status Machine::opError(size_t i, const std::string& message) const {
   std::string s = locText(op.loc) + "error: " + message + " (kernel '" + k_.name + "'";
   if (inRow_) s += ", " + rowText();
   s += ", op #" + std::to_string(i) + " " + kir::opName(op.code) + ")";
+  // An op of a fn's body: the calls that put it there, innermost first.
+  for (const kir::FnCall* call = op.loc.inCall.get(); call; call = call->loc.inCall.get())
+    s += "\n" + locText(call->loc) + "note: in the call of fn '" + call->fn + "'";
   return Status::error(std::move(s));
 }
 

@@ -111,8 +111,8 @@ TEST(Diagnostics, ErrorAtEndOfFile) {
   DiagnosticEngine diags;
   EXPECT_FALSE(parseSource("e.mxk", "kernel k(x: f32[T]) {\n  row t in T {\n", diags));
   EXPECT_EQ(diags.render(),
-            "e.mxk:3:1: error: expected a statement ('name = ...', 'tensor[...] = ...', 'var' or "
-            "'for') or '}', "
+            "e.mxk:3:1: error: expected a statement ('name = ...', 'tensor[...] = ...', 'var', 'for' "
+            "or 'fn(...)') or '}', "
             "found end of file\n"
             "\n"
             "^\n");

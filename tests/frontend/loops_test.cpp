@@ -368,8 +368,8 @@ TEST(Loops, DotDotLexing) {
   EXPECT_EQ(parseErrors(kernelWithBody("for i in 0, n { }")),
             "t.mxk:6:15: error: expected '..' between the bounds of the loop, found ','\n");
   EXPECT_EQ(parseErrors(kernelWithBody("v = 0 .. 2")),
-            "t.mxk:6:11: error: expected a statement ('name = ...', 'tensor[...] = ...', 'var' or "
-            "'for') or '}', found '..'\n");
+            "t.mxk:6:11: error: expected a statement ('name = ...', 'tensor[...] = ...', 'var', 'for' "
+            "or 'fn(...)') or '}', found '..'\n");
 }
 
 TEST(Loops, SyntaxErrors) {
@@ -383,8 +383,8 @@ TEST(Loops, SyntaxErrors) {
             "t.mxk:6:11: error: expected '=' after the variable name, found '1'\n");
   // step, var and for are keywords now.
   EXPECT_EQ(parseErrors(kernelWithBody("step = 1")),
-            "t.mxk:6:5: error: expected a statement ('name = ...', 'tensor[...] = ...', 'var' or "
-            "'for') or '}', found 'step'\n");
+            "t.mxk:6:5: error: expected a statement ('name = ...', 'tensor[...] = ...', 'var', 'for' "
+            "or 'fn(...)') or '}', found 'step'\n");
 }
 
 TEST(Loops, LoopsNestAtMost64Deep) {

@@ -322,13 +322,14 @@ TEST(LnModulateFromDsl, ZeroSampleDivIsALocatedError) {
   args[testing::kSampleDiv] = int64_t{0};
   const Status st = run(*k, args);
   ASSERT_FALSE(st.isOk());
-  // The location is the division's line in the DSL source: the forward's "b = (t / sample_div) % B".
+  // The location is the division's line in the DSL source: the forward's sample index
+  // "(t / sample_div) % B", passed to the fn that computes its row.
   std::ifstream source(MXFP6_SOURCE_DIR "/kernels_dsl/ln_modulate.mxk");
   std::string line;
   int number = 0, divisionLine = 0;
   while (divisionLine == 0 && std::getline(source, line)) {
     ++number;
-    if (line.find("b = (t / sample_div)") != std::string::npos) divisionLine = number;
+    if (line.find("(t / sample_div) % B)") != std::string::npos) divisionLine = number;
   }
   ASSERT_GT(divisionLine, 0);
   EXPECT_NE(st.message().find("ln_modulate.mxk:" + std::to_string(divisionLine) + ":"), std::string::npos)
