@@ -26,7 +26,8 @@ TARGETS = report.AMD_TARGETS
 # Tunables mxfp6c may refuse for AMD at values other than 0, and its message's advice when it
 # does: asynchronous copies and predicated stores are NVIDIA's; MINPROGS = n is refused where n
 # programs' shared memory exceeds a CU's LDS (64 KB on gfx942, 160 KB on gfx950); the row then
-# reports the schedule without it (MINPROGS = 0, not the largest count that fits).
+# reports the schedule with the largest count the CU holds (most_resident), or without MINPROGS
+# where the kernel does not declare that count.
 DROPPABLE = {"ASYNC": "use ASYNC = 0 there", "PREDICATE": "use PREDICATE = 0 there",
              "MINPROGS": "lower MINPROGS or the shared memory"}
 
@@ -57,6 +58,13 @@ def reason(message):
     return lines[-1].split("error:", 1)[1].strip() if lines else message.splitlines()[0]
 
 
+def most_resident(message):
+    """The most programs a refused MINPROGS = n leaves resident, as mxfp6c's message names it
+    ("... its 65536 bytes hold 2", "... threads cannot be resident ...: at most 4"); 0 if none."""
+    found = re.search(r"MINPROGS = \d+ programs of .*?(?:bytes hold|: at most) (\d+)", message)
+    return int(found.group(1)) if found else 0
+
+
 def compile_for(mxfp6c, source, kernel, config, target, folder):
     out = pathlib.Path(folder) / f"{kernel}.{target}.hsaco"
     cmd = [str(mxfp6c), "compile", str(source), "--kernel", kernel, "--target", target,
@@ -64,6 +72,13 @@ def compile_for(mxfp6c, source, kernel, config, target, folder):
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         message = done.stderr.strip() or f"mxfp6c exited {done.returncode}"
+        # MINPROGS = n past what the CU holds: the largest count it does, when the kernel declares
+        # that count (a count it does not declare is an error, and the fallback below drops it).
+        fit = most_resident(message)
+        if 0 < fit < config.get("MINPROGS", 0):
+            resources = compile_for(mxfp6c, source, kernel, {**config, "MINPROGS": fit}, target, folder)
+            if "error" not in resources and "refused" not in resources:
+                return {**resources, "lowered": {"MINPROGS": fit, **resources.get("lowered", {})}}
         # The same schedule without what was refused (rows carried in registers, stores in a
         # branch, residency left to the compiler) is what AMD would run: report that, naming
         # what was left out.
@@ -104,8 +119,10 @@ def markdown(rows, command):
         "and the bound (compiler/codegen/occupancy.cpp, from the published per-SM/CU limits). AMD has no",
         "asynchronous copies or predicated stores: mxfp6c refuses ASYNC > 0 and PREDICATE = 1 there; it",
         "refuses MINPROGS = n where n programs' shared memory exceeds a CU's LDS. Those rows report the",
-        "same schedule without them, marked (ASYNC=0), (PREDICATE=0) or (MINPROGS=0). A program needing",
-        "more shared memory than the target grants one is refused there, and the row says so.", "",
+        "same schedule without them, marked (ASYNC=0) or (PREDICATE=0), or with the largest MINPROGS the",
+        "CU holds, marked (MINPROGS=m) (MINPROGS=0 where the kernel does not declare that count). A",
+        "program needing more shared memory than the target grants one is refused there, and the row",
+        "says so.", "",
         "| kernel | config | block | sm_90 regs | sm_90 shared | sm_90 occupancy | gfx942 VGPRs | gfx942 SGPRs "
         "| gfx942 LDS | gfx942 occupancy | gfx950 VGPRs | gfx950 SGPRs | gfx950 LDS | gfx950 occupancy |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -136,8 +153,9 @@ def main(argv=None):
     errors = sum("error" in r[t] for r in rows for t in TARGETS)
     refused = sum("refused" in r[t] for r in rows for t in TARGETS)
     without = sum(bool(r[t].get("dropped")) for r in rows for t in TARGETS)
+    lowered = sum(bool(r[t].get("lowered")) for r in rows for t in TARGETS)
     print(f"{len(rows)} code objects, {errors} AMD compile errors, {refused} refused for their shared memory, "
-          f"{without} AMD compiles without ASYNC, PREDICATE or MINPROGS -> {out}")
+          f"{without} AMD compiles without ASYNC, PREDICATE or MINPROGS, {lowered} with a lower MINPROGS -> {out}")
     return 1 if errors else 0
 
 

@@ -359,6 +359,7 @@ def resource_cells(res):
     if "refused" in res:
         return ["refused: " + res["refused"], "", "", ""]
     mark = "".join(f" ({key}=0)" for key in res.get("dropped", []))
+    mark += "".join(f" ({key}={value})" for key, value in res.get("lowered", {}).items())
     return [str(res.get("registers", "-")) + mark, str(res.get("sgprs", "-")), str(res.get("shared_bytes", "-")),
             occupancy_text(res)]
 

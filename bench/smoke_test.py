@@ -519,7 +519,8 @@ def report_amd_resources():
              "gfx950": {"registers": 92, "sgprs": 30, "shared_bytes": 86112, "dropped": ["MINPROGS"],
                         **occ(1, 0.25, "shared")}},
             {"code_object": "pass.code", "sm_90": {"registers": 80, "shared_bytes": 30848, **occ(3, 0.375, "registers")},
-             "gfx942": {"registers": 144, "sgprs": 72, "shared_bytes": 30848, **occ(2, 0.25, "shared")},
+             "gfx942": {"registers": 144, "sgprs": 72, "shared_bytes": 30848, "lowered": {"MINPROGS": 2},
+                        **occ(2, 0.25, "shared")},
              "gfx950": {"error": "mxfp6c: error: x\nf.mxk:1:8: error: why", "reason": "why"}},
             {"code_object": "reduce.code", "sm_90": {"registers": 28}, "gfx942": {}, "gfx950": {}}]
     md = report.markdown(report.finalize(report.attach_amd_resources(doc, rows, "r.json")))
@@ -527,7 +528,7 @@ def report_amd_resources():
     assert ("| mxfp6_pack_dual | T=16384 | mxfp6_pack_dual ROWS=1 | 64 | 84064 | 50% (2, registers) | "
             "refused: needs 86112 bytes of shared memory |  |  |  | 92 (MINPROGS=0) | 30 | 86112 | 25% (1, shared) |") in md, md
     assert ("| norm_rope_qkv_bwd_pack | T=16384 | norm_rope_qkv_bwd_pack THREADS=256 | 80 | 30848 | 38% (3, registers) "
-            "| 144 | 72 | 30848 | 25% (2, shared) | error: why |") in md, md
+            "| 144 (MINPROGS=2) | 72 | 30848 | 25% (2, shared) | error: why |") in md, md
     assert "| norm_rope_dw_reduce THREADS=32 | 28 (stale: 30 in this run) |" in md, md
     assert "| ln_modulate_fwd | T=16384 | ln_modulate_fwd ROWS=1 | not in the table: run bench/amd_resources.py |" in md, md
     # A plan naming more code objects than its recorded stages still lists each launch.
@@ -547,6 +548,11 @@ def report_amd_resources():
                "k.mxk:3:8: error: kernel 'k' needs 86112 bytes of shared memory, more than the 65536 a program may use on gfx942")
     assert amd_resources.reason(message) == ("kernel 'k' needs 86112 bytes of shared memory, more than the 65536 a "
                                              "program may use on gfx942"), amd_resources.reason(message)
+    # ... and the most programs a refused MINPROGS leaves resident, for shared memory or threads.
+    shared = ("k.mxk:57:8: error: MINPROGS = 3 programs of 30848 bytes of shared memory cannot be resident on one CU "
+              "of gfx942: its 65536 bytes hold 2; lower MINPROGS or the shared memory")
+    threads = "k.mxk:5:8: error: MINPROGS = 8 programs of 512 threads cannot be resident on one SM of sm_90: at most 4"
+    assert [amd_resources.most_resident(m) for m in (shared, threads, message)] == [2, 4, 0]
     with tempfile.TemporaryDirectory() as d:
         for name in ("2026-12-02-resources.json", "2026-12-02-resources-6.json", "2026-12-01-resources-9.json",
                      "2026-12-02-h200.json"):
