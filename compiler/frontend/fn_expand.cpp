@@ -34,24 +34,19 @@ struct Instance {
   bool tooDeep = false;
 };
 
+/// The names a fn declares with `var` anywhere in its body, as written.
+std::set<std::string> declaredVars(const std::vector<Stmt>& stmts) {
+  std::set<std::string> vars;
+  for (const Stmt& s : stmts) {
+    if (s.kind == Stmt::Kind::Var) vars.insert(s.name);
+    if (s.kind == Stmt::Kind::For) vars.merge(declaredVars(s.body));
+  }
+  return vars;
+}
+
 /// The new names of the locals a fn has bound so far; a loop body works on a copy, so names
 /// bound inside it do not outlive it.
 using Locals = std::map<std::string, std::string>;
-
-ExprPtr copyExpr(const Expr& e, int& nodes) {
-  ++nodes;
-  auto c = std::make_unique<Expr>();
-  c->kind = e.kind;
-  c->loc = e.loc;
-  c->intValue = e.intValue;
-  c->floatValue = e.floatValue;
-  c->name = e.name;
-  c->unaryOp = e.unaryOp;
-  c->binaryOp = e.binaryOp;
-  c->height = e.height;
-  for (const ExprPtr& operand : e.operands) c->operands.push_back(copyExpr(*operand, nodes));
-  return c;
-}
 
 /// A name, a number, or operators over them: substituted for its parameter, since it may have
 /// to stay a tensor's name, a size or a format, and costs nothing to repeat. Anything else (a
@@ -64,6 +59,7 @@ bool substituted(const Expr& arg) {
       return true;
     case ExprKind::Unary:
     case ExprKind::Binary:
+    case ExprKind::Ternary:
       for (const ExprPtr& operand : arg.operands)
         if (!substituted(*operand)) return false;
       return true;
@@ -155,11 +151,18 @@ class Expander {
           ok = ok && expandExpr(stmt.value, out, false);
           break;
         case Stmt::Kind::For: {
+          if (loopDepth_ >= kMaxLoopDepth) {
+            error(stmt.loc, "loops nest more than " + std::to_string(kMaxLoopDepth) +
+                                " levels deep once fn calls are expanded");
+            continue;
+          }
           ok = expandExpr(stmt.value, out, false) && expandExpr(stmt.end, out, false) &&
                (!stmt.step || expandExpr(stmt.step, out, false));
           std::vector<Stmt> body;
           kernelVars_.emplace_back();
+          ++loopDepth_;
           expandStmts(stmt.body, body);
+          --loopDepth_;
           kernelVars_.pop_back();
           stmt.body = std::move(body);
           break;
@@ -178,7 +181,7 @@ class Expander {
       error(call.loc, findBuiltin(call.name)
                           ? "the value of builtin '" + call.name + "' is unused; bind it: name = " +
                                 call.name + "(...)"
-                          : "unknown fn '" + call.name + "'");
+                          : "unknown function '" + call.name + "'");
       return;
     }
     if (fn->result) {
@@ -237,10 +240,14 @@ class Expander {
       return nullptr;
     }
     for (size_t i = 0; i < active_.size(); ++i) {
-      if (active_[i] != fn.name) continue;
+      if (active_[i].fn != &fn) continue;
       std::string chain;
-      for (size_t j = i; j < active_.size(); ++j) chain += active_[j] + " -> ";
+      for (size_t j = i; j < active_.size(); ++j) chain += active_[j].fn->name + " -> ";
       error(call.loc, "fn '" + fn.name + "' calls itself (" + chain + fn.name + ")");
+      return nullptr;
+    }
+    if (active_.size() >= kMaxFnCallDepth) {
+      error(call.loc, "fn calls nest more than " + std::to_string(kMaxFnCallDepth) + " deep");
       return nullptr;
     }
     Instance inst{fn, {}, std::make_shared<kir::FnCall>(kir::FnCall{fn.name, call.loc}),
@@ -255,7 +262,7 @@ class Expander {
       bind.kind = Stmt::Kind::Bind;
       bind.name = a.bound;
       bind.loc = arg.loc;
-      bind.value = copyExpr(arg, expandedNodes_);
+      bind.value = copyExpr(arg);
       body.push_back(std::move(bind));
     }
     size_t errorsBefore = diags_.diagnostics().size();
@@ -263,7 +270,7 @@ class Expander {
     for (Stmt& s : cloneStmts(fn.body, inst, locals)) body.push_back(std::move(s));
     ExprPtr result = fn.result ? cloneExpr(*fn.result, inst, locals) : nullptr;
     if (diags_.diagnostics().size() != errorsBefore) return nullptr;
-    active_.push_back(fn.name);
+    active_.push_back({&fn, declaredVars(fn.body)});
     expandStmts(body, out);
     bool ok = !result || expandExpr(result, out, false);
     active_.pop_back();
@@ -307,7 +314,7 @@ class Expander {
           c.nameLoc = at(s.nameLoc, inst);
           c.endLoc = at(s.endLoc, inst);
           Locals inner = locals;
-          c.name = declare(s.name, s.nameLoc, inst, inner);
+          c.name = declare(s.name, s.nameLoc, inst, inner);  // the loop index
           c.body = cloneStmts(s.body, inst, inner);
           break;
         }
@@ -322,26 +329,31 @@ class Expander {
     if (s.kind == Stmt::Kind::Bind) {
       auto local = locals.find(s.name);
       if (local != locals.end()) return local->second;  // a variable of the fn, or a rebinding
-      for (const std::set<std::string>& scope : kernelVars_)
-        if (scope.count(s.name) && !inst.args.count(s.name))
-          error(at(s.loc, inst), "fn '" + inst.fn.name + "' binds '" + s.name +
-                                     "', a variable where it is called; a fn cannot assign its "
-                                     "caller's variables: return the new value instead");
+      // Where it is called, `name = ...` would assign that variable: refused rather than
+      // silently meaning something else. The callers are the kernel and the fns being expanded.
+      bool callerVar = false;
+      for (const std::set<std::string>& scope : kernelVars_) callerVar |= scope.count(s.name) > 0;
+      for (const ActiveFn& caller : active_) callerVar |= caller.vars.count(s.name) > 0;
+      if (callerVar && !inst.args.count(s.name))
+        error(at(s.loc, inst), "fn '" + inst.fn.name + "' binds '" + s.name +
+                                   "', a variable where it is called; a fn cannot assign its "
+                                   "caller's variables: return the new value instead");
     }
-    return declare(s.name, s.loc, inst, locals);
+    return declare(s.name, s.loc, inst, locals,
+                   s.kind == Stmt::Kind::Bind ? "; values are immutable" : " and cannot be declared again");
   }
 
-  /// A new local of the fn (a value, a variable or a loop index), renamed for this call.
+  /// A new local of the fn (a value, a variable or a loop index), renamed for this call;
+  /// `whyNot` ends the error when `name` is a parameter.
   std::string declare(const std::string& name, const kir::SourceLoc& loc, const Instance& inst,
-                      Locals& locals) {
+                      Locals& locals, const std::string& whyNot = " and cannot be declared again") {
     if (inst.args.count(name))
-      error(at(loc, inst), "'" + name + "' is a parameter of fn '" + inst.fn.name +
-                               "'; values are immutable");
+      error(at(loc, inst), "'" + name + "' is a parameter of fn '" + inst.fn.name + "'" + whyNot);
     return locals[name] = name + inst.suffix;
   }
 
   /// The tensor a fn indexes or stores into as `name`: a parameter's argument, which must then
-  /// name a tensor, or a name of the kernel's (a local's new name: the checks reject it).
+  /// name a tensor, or a name of the kernel's (not a value the fn binds).
   std::string tensorName(const std::string& name, const kir::SourceLoc& loc, const Instance& inst,
                          const Locals& locals) {
     auto arg = inst.args.find(name);
@@ -352,15 +364,34 @@ class Expander {
                                   "), so its argument must be a tensor's name");
       return name;
     }
-    auto local = locals.find(name);
-    return local == locals.end() ? name : local->second;
+    if (locals.count(name))
+      error(at(loc, inst), "'" + name + "' is a value fn '" + inst.fn.name + "' binds, not a tensor");
+    return name;
   }
 
+  /// A copy of an argument, positions and all. Past the budget the copy is cut short (a leaf):
+  /// the budget's error is reported and the expansion fails.
+  ExprPtr copyExpr(const Expr& e) {
+    ++expandedNodes_;
+    auto c = std::make_unique<Expr>();
+    c->kind = e.kind;
+    c->loc = e.loc;
+    c->intValue = e.intValue;
+    c->floatValue = e.floatValue;
+    c->name = e.name;
+    c->unaryOp = e.unaryOp;
+    c->binaryOp = e.binaryOp;
+    c->height = e.height;
+    if (overBudget()) return c;
+    for (const ExprPtr& operand : e.operands) c->operands.push_back(copyExpr(*operand));
+    return c;
+  }
+
+  /// `e` of the fn's body for this call (cut short past the budget, as copyExpr).
   ExprPtr cloneExpr(const Expr& e, Instance& inst, const Locals& locals) {
     if (e.kind == ExprKind::Name) {
       auto arg = inst.args.find(e.name);
-      if (arg != inst.args.end() && arg->second.bound.empty())
-        return copyExpr(*arg->second.expr, expandedNodes_);
+      if (arg != inst.args.end() && arg->second.bound.empty()) return copyExpr(*arg->second.expr);
     }
     ++expandedNodes_;
     auto c = std::make_unique<Expr>();
@@ -381,6 +412,7 @@ class Expander {
       else if (local != locals.end())
         c->name = local->second;
     }
+    if (overBudget()) return c;
     for (const ExprPtr& operand : e.operands) {
       c->operands.push_back(cloneExpr(*operand, inst, locals));
       c->height = std::max(c->height, c->operands.back()->height + 1);
@@ -399,7 +431,12 @@ class Expander {
   std::map<std::string, const ast::FnDecl*> fns_;
   const ast::KernelDecl* kernel_ = nullptr;
   std::vector<std::set<std::string>> kernelVars_;  // `var`s in scope, outermost first
-  std::vector<std::string> active_;                // the fns being expanded, outermost first
+  struct ActiveFn {
+    const ast::FnDecl* fn;
+    std::set<std::string> vars;  // its `var`s, as written
+  };
+  std::vector<ActiveFn> active_;  // the fns being expanded, outermost first
+  int loopDepth_ = 0;             // loops around the statements being expanded
   int calls_ = 0;
   int expandedNodes_ = 0;  // statements and expression nodes cloned for the current kernel
   bool overBudget_ = false;

@@ -15,6 +15,8 @@
 // a fn's body names the call that led to it.
 #pragma once
 
+#include <string>
+
 #include "compiler/frontend/ast.h"
 #include "compiler/frontend/frontend.h"
 
@@ -23,6 +25,13 @@ namespace mxfp6::frontend {
 /// Statements and expression nodes that expansion may add to one kernel: a fn calling another
 /// twice, nested deep enough, would otherwise grow without bound.
 inline constexpr int kMaxExpandedNodes = 200000;
+/// Fn calls nest at most this deep (a fn calling a fn ...), like loops (kMaxLoopDepth, which
+/// bounds the loops of a kernel after expansion too): every later walk recurses per level.
+inline constexpr int kMaxFnCallDepth = 64;
+
+/// Whether `name` is one a fn's expansion made (a value the fn binds, or an argument it
+/// evaluated once), which messages about names should explain.
+inline bool isExpandedName(const std::string& name) { return name.find('@') != std::string::npos; }
 
 /// Checks the fn declarations and expands every fn call in the kernels' row bodies in place.
 /// Every problem found is reported through `diags`; returns false if any was.

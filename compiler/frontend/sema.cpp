@@ -26,6 +26,7 @@
 #include <set>
 
 #include "compiler/frontend/builtins.h"
+#include "compiler/frontend/fn_expand.h"
 #include "compiler/frontend/symbols.h"
 
 namespace mxfp6::frontend {
@@ -190,6 +191,10 @@ class KernelChecker {
           return ConstraintType::Int;
         if (s)
           error(e.loc, "'" + e.name + "' is a " + symbolKindName(s->kind) + "; " + ctx.plural +
+                           " use only specialized sizes and tunables");
+        else if (isExpandedName(e.name))
+          error(e.loc, "'" + e.name + "' is a value of a fn's expansion (an argument that calls " +
+                           "or reads is passed as a value), not a size; " + ctx.plural +
                            " use only specialized sizes and tunables");
         else
           error(e.loc, "unknown name '" + e.name + "' in " + ctx.singular);

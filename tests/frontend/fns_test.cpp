@@ -25,6 +25,11 @@ std::string opsWithoutNames(const kir::Kernel& k) {
   return std::regex_replace(dumpKir(k), std::regex("  ; [^\n]*"), "");
 }
 
+/// Both sources lower to the same KIR but for the names of bound values.
+void expectSameKir(const std::string& withFns, const std::string& byHand) {
+  EXPECT_EQ(opsWithoutNames(lower(withFns)), opsWithoutNames(lower(byHand)));
+}
+
 /// A kernel over x: bf16[T, D], y and z: out bf16[T, D], s: out f32[T] (D = 128) whose body
 /// starts on line (lines of `fns`) + 5, column 5, after the fns in `fns`.
 std::string kernelAfter(const std::string& fns, const std::string& body) {
@@ -64,7 +69,7 @@ TEST(Fns, ExpandToTheKernelWrittenOutByHand) {
       "    y[t, :] = bf16(c * r * 2.0)\n"
       "    m2 = mean(a * 3.0)\n"
       "    z[t, :] = bf16((a * 3.0 - m2) * 0.5)");
-  EXPECT_EQ(opsWithoutNames(lower(withFns)), opsWithoutNames(lower(byHand)));
+  expectSameKir(withFns, byHand);
 }
 
 TEST(Fns, NamesBoundInAFnAreItsOwn) {
@@ -82,7 +87,7 @@ TEST(Fns, NamesBoundInAFnAreItsOwn) {
       "",
       "m = f32(x[t, :])\n"
       "    y[t, :] = bf16((m * 2.0 + 1.0) * 2.0 + 1.0 + m)");
-  EXPECT_EQ(opsWithoutNames(lower(source)), opsWithoutNames(lower(byHand)));
+  expectSameKir(source, byHand);
   EXPECT_NE(dumpKir(lower(source)).find("; t@"), std::string::npos);
 }
 
@@ -123,7 +128,7 @@ TEST(Fns, AnArgumentThatComputesIsEvaluatedOnce) {
       "    v2 = f32(x[t, :])\n"
       "    v3 = v2 - mean(v2)\n"
       "    z[t, :] = bf16(v3 - mean(v3))");
-  EXPECT_EQ(opsWithoutNames(lower(withFns)), opsWithoutNames(lower(byHand)));
+  expectSameKir(withFns, byHand);
 }
 
 TEST(Fns, LoopsAndVariablesInsideAFn) {
@@ -147,7 +152,7 @@ TEST(Fns, LoopsAndVariablesInsideAFn) {
       "      acc = acc + w\n"
       "    }\n"
       "    y[t, :] = bf16(acc)");
-  EXPECT_EQ(opsWithoutNames(lower(withFns)), opsWithoutNames(lower(byHand)));
+  expectSameKir(withFns, byHand);
 }
 
 TEST(Fns, DeclarationErrors) {
@@ -182,9 +187,12 @@ TEST(Fns, CallErrors) {
   EXPECT_EQ(parseErrors(kernelAfter(fns, "a = store(y, x[t, :])")),
             "t.mxk:11:9: error: fn 'store' returns no value; call it as a statement\n");
   EXPECT_EQ(parseErrors(kernelAfter(fns, "nothing(y)")),
-            "t.mxk:11:5: error: unknown fn 'nothing'\n");
+            "t.mxk:11:5: error: unknown function 'nothing'\n");
   EXPECT_EQ(parseErrors(kernelAfter(fns, "sum(x[t, :])")),
             "t.mxk:11:5: error: the value of builtin 'sum' is unused; bind it: name = sum(...)\n");
+  // A value the fn binds is not a tensor, even when the kernel has a tensor of that name.
+  EXPECT_EQ(parseErrors(kernelAfter("fn shadow(v) {\n  y = v\n  y[t, :] = v\n}\n", "shadow(x[t, :])")),
+            "t.mxk:3:3: error: 'y' is a value fn 'shadow' binds, not a tensor\n");
   EXPECT_EQ(parseErrors(kernelAfter(fns, "store(y[t, :], x[t, :])")),
             "t.mxk:11:11: error: fn 'store' indexes its parameter 'dst' (line 5), so its argument "
             "must be a tensor's name\n");
@@ -202,12 +210,38 @@ TEST(Fns, AFnCannotCallItself) {
 TEST(Fns, AFnCannotAssignItsParametersOrItsCallersVariables) {
   EXPECT_EQ(parseErrors(kernelAfter("fn f(v) {\n  v = 1.0\n  return v\n}\n", "a = f(2.0)")),
             "t.mxk:2:3: error: 'v' is a parameter of fn 'f'; values are immutable\n");
+  EXPECT_EQ(parseErrors(kernelAfter("fn f(v) {\n  var v = 1.0\n  return v\n}\n", "a = f(2.0)")),
+            "t.mxk:2:7: error: 'v' is a parameter of fn 'f' and cannot be declared again\n");
   // In the caller `acc = ...` would assign its variable; in a fn it would bind a new value, so
   // it is refused rather than silently meaning something else.
   EXPECT_EQ(parseErrors(kernelAfter("fn bump(v) {\n  acc = acc + v\n}\n",
                                     "var acc = 0.0\n    bump(1.0)\n    s[t] = acc")),
             "t.mxk:2:3: error: fn 'bump' binds 'acc', a variable where it is called; a fn cannot "
             "assign its caller's variables: return the new value instead\n");
+  // The same when the caller is a fn with a variable of that name.
+  EXPECT_EQ(parseErrors(kernelAfter("fn bump(v) {\n  acc = acc + v\n}\n"
+                                    "fn total(v) {\n  var acc = 0.0\n  for i in 0 .. 4 {\n"
+                                    "    bump(v)\n  }\n  return acc\n}\n",
+                                    "acc = 1.0\n    s[t] = total(2.0)")),
+            "t.mxk:2:3: error: fn 'bump' binds 'acc', a variable where it is called; a fn cannot "
+            "assign its caller's variables: return the new value instead\n");
+}
+
+TEST(Fns, ATernaryOfSizesStaysASize) {
+  std::string withFns =
+      "fn first(n) {\n"
+      "  return sum(f32(x[t, 0 : n]))\n"
+      "}\n" +
+      kernelAfter("", "s[t] = first(D > 64 ? 64 : D)");
+  std::string byHand = kernelAfter("", "s[t] = sum(f32(x[t, 0 : (D > 64 ? 64 : D)]))");
+  expectSameKir(withFns, byHand);
+  // An argument that calls is passed as a value, which cannot be a size: the message says so
+  // (written out by hand, a size that calls is an error too).
+  EXPECT_EQ(parseErrors("fn first(n) {\n  return sum(f32(x[t, 0 : n]))\n}\n" +
+                        kernelAfter("", "s[t] = first(max(D, 64))")),
+            "t.mxk:2:27: error: 'n@1' is a value of a fn's expansion (an argument that calls or "
+            "reads is passed as a value), not a size; dimension expressions use only specialized "
+            "sizes and tunables\n");
 }
 
 TEST(Fns, StoresCannotHideInAnArmOfATernary) {
@@ -238,6 +272,37 @@ TEST(Fns, ExpansionIsBounded) {
   for (int i = 0; i < 200; ++i) deep = "(" + deep + " + 1.0)";
   errors = parseErrors(kernelAfter("fn f(v) {\n  return " + deep + "\n}\n", "s[t] = f(f(2.0))"));
   EXPECT_NE(errors.find("levels deep once"), std::string::npos) << errors;
+  // One call whose argument is used 512 times, of a call that returns 512 uses: the copies of
+  // the argument count toward the bound too.
+  std::string uses = "a";  // a balanced sum of 512 a's
+  for (int i = 0; i < 9; ++i) uses = "(" + uses + " + " + uses + ")";
+  errors = parseErrors(kernelAfter("fn big(a) {\n  return " + uses + "\n}\n",
+                                   "b = 1.0\n    s[t] = big(big(b))"));
+  EXPECT_NE(errors.find("expand to more than 200000"), std::string::npos) << errors;
+}
+
+TEST(Fns, CallsAndLoopsNestBoundedly) {
+  // A chain of 70 fns, each calling the next: deeper than 64 calls.
+  std::string chain;
+  for (int i = 0; i < 70; ++i)
+    chain += "fn g" + std::to_string(i) + "(a) {\n  return " +
+             (i == 69 ? std::string("a") : "g" + std::to_string(i + 1) + "(a)") + "\n}\n";
+  std::string errors = parseErrors(kernelAfter(chain, "s[t] = g0(1.0)"));
+  EXPECT_NE(errors.find("error: fn calls nest more than 64 deep"), std::string::npos) << errors;
+  // n fns, each two nested loops around a call of the next: 2n loops. 32 fns: 64 loops, the
+  // most a kernel may nest; 33: more.
+  auto loops = [](int n) {
+    std::string fns;
+    for (int i = 0; i < n; ++i)
+      fns += "fn l" + std::to_string(i) + "() {\n  for i in 0 .. 1 {\n    for j in 0 .. 1 {\n      " +
+             (i == n - 1 ? std::string("s[t] = 1.0") : "l" + std::to_string(i + 1) + "()") +
+             "\n    }\n  }\n}\n";
+    return parseErrors(kernelAfter(fns, "l0()"));
+  };
+  EXPECT_EQ(loops(32), "");
+  EXPECT_NE(loops(33).find("loops nest more than 64 levels deep once fn calls are expanded"),
+            std::string::npos)
+      << loops(33);
 }
 
 TEST(Fns, AnErrorInAFnNamesTheCallsThatLedThere) {
