@@ -82,7 +82,9 @@ class Expander {
 
   bool run() {
     checkDecls();
+    std::vector<ast::KernelDecl> expanded;
     for (ast::KernelDecl& kernel : file_.kernels) {
+      size_t errorsBefore = diags_.diagnostics().size();
       kernel_ = &kernel;
       expandedNodes_ = 0;
       overBudget_ = false;
@@ -91,7 +93,9 @@ class Expander {
       std::vector<Stmt> body;
       expandStmts(kernel.row.body, body);
       kernel.row.body = std::move(body);
+      if (diags_.diagnostics().size() == errorsBefore) expanded.push_back(std::move(kernel));
     }
+    file_.kernels = std::move(expanded);
     return !failed_;
   }
 

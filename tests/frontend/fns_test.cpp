@@ -198,6 +198,14 @@ TEST(Fns, CallErrors) {
             "must be a tensor's name\n");
 }
 
+TEST(Fns, AnExpansionErrorLeavesTheOtherKernelsChecked) {
+  // Kernel a's call cannot be expanded; kernel b's unknown name is reported too.
+  EXPECT_EQ(parseErrors("kernel a(y: out f32[T]) {\n  row t in T {\n    nothing(y)\n  }\n}\n"
+                        "kernel b(y: out f32[T]) {\n  row t in T {\n    y[t] = q\n  }\n}\n"),
+            "t.mxk:3:5: error: unknown function 'nothing'\n"
+            "t.mxk:8:12: error: unknown name 'q'\n");
+}
+
 TEST(Fns, AFnCannotCallItself) {
   EXPECT_EQ(parseErrors(kernelAfter("fn f(v) {\n  return f(v)\n}\n", "a = f(1.0)")),
             "t.mxk:2:10: error: fn 'f' calls itself (f -> f)\n");
