@@ -373,9 +373,8 @@ class Expander {
     return name;
   }
 
-  /// A copy of an argument, positions and all. Past the budget the copy is cut short (a leaf):
-  /// the budget's error is reported and the expansion fails.
-  ExprPtr copyExpr(const Expr& e) {
+  /// `e` without its operands (height 1), counted toward the budget.
+  ExprPtr copyNode(const Expr& e) {
     ++expandedNodes_;
     auto c = std::make_unique<Expr>();
     c->kind = e.kind;
@@ -385,6 +384,13 @@ class Expander {
     c->name = e.name;
     c->unaryOp = e.unaryOp;
     c->binaryOp = e.binaryOp;
+    return c;
+  }
+
+  /// A copy of an argument, positions and all. Past the budget the copy is cut short (a leaf):
+  /// the budget's error is reported and the expansion fails.
+  ExprPtr copyExpr(const Expr& e) {
+    ExprPtr c = copyNode(e);
     c->height = e.height;
     if (overBudget()) return c;
     for (const ExprPtr& operand : e.operands) c->operands.push_back(copyExpr(*operand));
@@ -397,15 +403,8 @@ class Expander {
       auto arg = inst.args.find(e.name);
       if (arg != inst.args.end() && arg->second.bound.empty()) return copyExpr(*arg->second.expr);
     }
-    ++expandedNodes_;
-    auto c = std::make_unique<Expr>();
-    c->kind = e.kind;
+    ExprPtr c = copyNode(e);
     c->loc = at(e.loc, inst);
-    c->intValue = e.intValue;
-    c->floatValue = e.floatValue;
-    c->name = e.name;
-    c->unaryOp = e.unaryOp;
-    c->binaryOp = e.binaryOp;
     if (e.kind == ExprKind::Access) {
       c->name = tensorName(e.name, e.loc, inst, locals);
     } else if (e.kind == ExprKind::Name) {
