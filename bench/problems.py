@@ -853,19 +853,30 @@ class NormRopeQkvBwd(_NormRopeBase):
     # dV is dv), both rstd, the two weights, the Q and K tables (cos and sin) -- and what it writes
     # once: all of d(mixed_qkv) and dw.
     BYTES = ("3*R*128*2 (dq, dk, dv) + 2*R*128*2 (Q, K of mixed_qkv) + 2*R*4 (rstd) + 2*128*2 (weights) + "
-             "4*S*64*4 (tables) + 3*R*128*2 (d(mixed_qkv)) + 2*128*4 (dw), R = T*H; the dw partials "
+             "4*S*64*4 (tables; 2*S*64*4 where Q and K share one) + 3*R*128*2 (d(mixed_qkv)) + 2*128*4 (dw), R = T*H; the dw partials "
              "(2*P*128*4 bytes written, then read back by the reduction) are overhead, not counted")
 
-    def __init__(self, rows, layout="megatron", sequence_major=False):
+    def __init__(self, rows, layout="megatron", sequence_major=False, shared_table=False):
+        """shared_table: Q and K rotate by one table (Flux's), passed as both the Q and the K table
+        arguments -- the caller's explicit choice (DESIGN.md section 6.1); its bytes are read once."""
         super().__init__(rows, sequence_major)
         assert layout in ("megatron", "blocked")
         self.layout = layout
-        self.name = f"{self.kernel}:rows={rows}:{layout}{self.order_suffix}"
+        self.shared_table = shared_table
+        table_suffix = ":shared-table" if shared_table else ""
+        self.name = f"{self.kernel}:rows={rows}:{layout}{self.order_suffix}{table_suffix}"
         self.describe(f"rows={rows} {layout}", layout=layout, partials=min(self.PARTIALS, rows))
+        if shared_table:
+            self.label += " one table"
+            self.shape["rotary_tables"] = "shared by Q and K"
+
+    def table_bytes(self):
+        """cos and sin [S, 64] f32 of Q and of K, or of the one table Q and K share."""
+        return (2 if self.shared_table else 4) * self.positions * PAIRS * 4
 
     def min_bytes(self):
-        R, S = self.rows, self.positions
-        return (3 * R * HEAD_DIM * 2 + 2 * R * HEAD_DIM * 2 + 2 * R * 4 + 2 * HEAD_DIM * 2 + 4 * S * PAIRS * 4
+        R = self.rows
+        return (3 * R * HEAD_DIM * 2 + 2 * R * HEAD_DIM * 2 + 2 * R * 4 + 2 * HEAD_DIM * 2 + self.table_bytes()
                 + 3 * R * HEAD_DIM * 2 + 2 * HEAD_DIM * 4)
 
     def _view(self, mixed):
@@ -877,12 +888,13 @@ class NormRopeQkvBwd(_NormRopeBase):
 
     def make(self, device, seed):
         """Drawn like tests/gpu/norm_rope_gpu_test.cpp: mixed_qkv rows with spreads U(0.25, 4);
-        dq, dk, dv ~ N(0, 1); rstd of Q and K (fp64, eps 1e-6) as f32; separate Q and K tables."""
+        dq, dk, dv ~ N(0, 1); rstd of Q and K (fp64, eps 1e-6) as f32; separate Q and K tables, or one
+        passed as both where shared_table."""
         g, T, H = _generator(device, seed), self.T, self.heads
         self.mixed = self._mixed_qkv(g, device)
         qkv = self._view(self.mixed)
         q_cos, q_sin = _rope_table(self.positions, g, device)
-        k_cos, k_sin = _rope_table(self.positions, g, device)
+        k_cos, k_sin = (q_cos, q_sin) if self.shared_table else _rope_table(self.positions, g, device)
         q_weight, k_weight = self._weight(g, device), self._weight(g, device)
         dq, dk, dv = (torch.randn(T, H, HEAD_DIM, generator=g, device=device).to(BF16) for _ in range(3))
         q_rstd, k_rstd = ((1 / (qkv[:, part].double().square().mean(-1) + 1e-6).sqrt()).float() for part in (0, 1))
@@ -1404,12 +1416,12 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
     # kernel reads no V: d(V) is dv), both rstd, the two weights, the Q and K tables -- and what it
     # writes once: the row and column blobs of d(mixed_qkv) and dw.
     BYTES = ("3*R*128*2 (dq, dk, dv) + 2*R*128*2 (Q, K of mixed_qkv) + 2*R*4 (rstd) + 2*128*2 (weights) + "
-             "4*S*64*4 (tables) + 2*(T*3*C/4 + T*C/32) (row and column blobs of d(mixed_qkv)) + 2*128*4 (dw), "
+             "4*S*64*4 (tables; 2*S*64*4 where Q and K share one) + 2*(T*3*C/4 + T*C/32) (row and column blobs of d(mixed_qkv)) + 2*128*4 (dw), "
              "R = T*H, C = 3*H*128; the dw partials (2*(T/32)*H*128*4 bytes written, then read back by the "
              "reduction) are overhead, not counted")
 
-    def __init__(self, rows, fmt, mode="RCEIL", layout="megatron", sequence_major=False):
-        super().__init__(rows, layout, sequence_major)
+    def __init__(self, rows, fmt, mode="RCEIL", layout="megatron", sequence_major=False, shared_table=False):
+        super().__init__(rows, layout, sequence_major, shared_table)
         assert self.T % 32 == 0, "tokens in blocks of 32"
         assert fmt in mxfp6_spec.FORMATS and mode in mxfp6_spec.MODES
         self.fmt, self.mode = fmt, mode
@@ -1417,12 +1429,12 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
         self.partials = self.T // 32 * self.heads
         self.family = (f"norm+RoPE bwd + dual MXFP6 pack{' + bf16 d(mixed_qkv)' if self.BF16_OUT else ''} "
                        f"{fmt} {mode}")
-        self.name = f"{self.kernel}:{fmt}:rows={rows}:{layout}{self.order_suffix}"
+        self.name = f"{self.kernel}:{fmt}:rows={rows}:{layout}{self.order_suffix}{':shared-table' if shared_table else ''}"
         self.shape = {**self.shape, "C": self.C, "format": fmt, "scale_mode": mode, "partials": self.partials}
 
     def min_bytes(self):
-        R, S, T, C = self.rows, self.positions, self.T, self.C
-        return (3 * R * HEAD_DIM * 2 + 2 * R * HEAD_DIM * 2 + 2 * R * 4 + 2 * HEAD_DIM * 2 + 4 * S * PAIRS * 4
+        R, T, C = self.rows, self.T, self.C
+        return (3 * R * HEAD_DIM * 2 + 2 * R * HEAD_DIM * 2 + 2 * R * 4 + 2 * HEAD_DIM * 2 + self.table_bytes()
                 + 2 * (T * C * 3 // 4 + T * C // 32) + 2 * HEAD_DIM * 4
                 + (3 * R * HEAD_DIM * 2 if self.BF16_OUT else 0))
 
@@ -1533,7 +1545,7 @@ class NormRopeQkvBwdPackBf16(NormRopeQkvBwdPack):
     BF16_OUT = True
     # Minimal bytes: the prologue's, and the bf16 d(mixed_qkv) written once.
     BYTES = ("3*R*128*2 (dq, dk, dv) + 2*R*128*2 (Q, K of mixed_qkv) + 2*R*4 (rstd) + 2*128*2 (weights) + "
-             "4*S*64*4 (tables) + 2*(T*3*C/4 + T*C/32) (row and column blobs of d(mixed_qkv)) + 2*128*4 (dw) + "
+             "4*S*64*4 (tables; 2*S*64*4 where Q and K share one) + 2*(T*3*C/4 + T*C/32) (row and column blobs of d(mixed_qkv)) + 2*128*4 (dw) + "
              "3*R*128*2 (bf16 d(mixed_qkv)), R = T*H, C = 3*H*128; the dw partials (2*(T/32)*H*128*4 bytes "
              "written, then read back by the reduction) are overhead, not counted")
 
@@ -1568,7 +1580,8 @@ def plan(objects=None):
         items = [cls(rows, fmt) for cls in (NormRopeQkvBwdPack, NormRopeQkvBwdPackBf16) for fmt in ("E3M2", "E2M3")]
         if variants:
             items += [NormRopeQkvBwdPack(rows, "E3M2", layout="blocked"),
-                      NormRopeQkvBwdPack(rows, "E3M2", sequence_major=True)]
+                      NormRopeQkvBwdPack(rows, "E3M2", sequence_major=True),
+                      NormRopeQkvBwdPack(rows, "E3M2", shared_table=True)]
         return items
 
     items = []
