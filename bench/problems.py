@@ -863,8 +863,8 @@ class NormRopeQkvBwd(_NormRopeBase):
         assert layout in ("megatron", "blocked")
         self.layout = layout
         self.shared_table = shared_table
-        table_suffix = ":shared-table" if shared_table else ""
-        self.name = f"{self.kernel}:rows={rows}:{layout}{self.order_suffix}{table_suffix}"
+        self.table_suffix = ":shared-table" if shared_table else ""
+        self.name = f"{self.kernel}:rows={rows}:{layout}{self.order_suffix}{self.table_suffix}"
         self.describe(f"rows={rows} {layout}", layout=layout, partials=min(self.PARTIALS, rows))
         if shared_table:
             self.label += " one table"
@@ -1429,7 +1429,7 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
         self.partials = self.T // 32 * self.heads
         self.family = (f"norm+RoPE bwd + dual MXFP6 pack{' + bf16 d(mixed_qkv)' if self.BF16_OUT else ''} "
                        f"{fmt} {mode}")
-        self.name = f"{self.kernel}:{fmt}:rows={rows}:{layout}{self.order_suffix}{':shared-table' if shared_table else ''}"
+        self.name = f"{self.kernel}:{fmt}:rows={rows}:{layout}{self.order_suffix}{self.table_suffix}"
         self.shape = {**self.shape, "C": self.C, "format": fmt, "scale_mode": mode, "partials": self.partials}
 
     def min_bytes(self):
@@ -1567,7 +1567,8 @@ def plan(objects=None):
     T >= 16384 also [S, B, D]; per-token modulation) at T = 4096, 16384, 32768 (B = T/512);
     norm+RoPE at QK rows 98304 .. 786432 = T*24 heads (whole-QKV in both layouts, per-tensor on
     the K slice; at T >= 16384 also sequence-major [S, B] tokens; the backwards and the packer
-    prologue, E3M2 and E2M3, from 196608); the row, column and dual packers (E3M2 and E2M3) at
+    prologue, E3M2 and E2M3, from 196608, the prologue at T >= 16384 also with one rotary table
+    for Q and K); the row, column and dual packers (E3M2 and E2M3) at
     T x C, C = 3072 and, where their code objects were built (objects: {kernel: [(path, meta)]};
     None: all), 9216, 12288, 21504."""
     def packs(T, widths):
