@@ -80,7 +80,7 @@ class Expander {
  public:
   Expander(ast::File& file, DiagnosticEngine& diags) : file_(file), diags_(diags) {}
 
-  bool run() {
+  void run() {
     checkDecls();
     std::vector<ast::KernelDecl> expanded;
     for (ast::KernelDecl& kernel : file_.kernels) {
@@ -96,13 +96,11 @@ class Expander {
       if (diags_.diagnostics().size() == errorsBefore) expanded.push_back(std::move(kernel));
     }
     file_.kernels = std::move(expanded);
-    return !failed_;
   }
 
  private:
   void error(const kir::SourceLoc& loc, std::string message) {
     diags_.error(loc, std::move(message));
-    failed_ = true;
   }
 
   void checkDecls() {
@@ -443,13 +441,12 @@ class Expander {
   int calls_ = 0;
   int expandedNodes_ = 0;  // statements and expression nodes cloned for the current kernel
   bool overBudget_ = false;
-  bool failed_ = false;
 };
 
 }  // namespace
 
-bool expandFnCalls(ast::File& file, DiagnosticEngine& diags) {
-  return Expander(file, diags).run();
+void expandFnCalls(ast::File& file, DiagnosticEngine& diags) {
+  Expander(file, diags).run();
 }
 
 }  // namespace mxfp6::frontend

@@ -34,9 +34,9 @@ inline constexpr int kMaxFnCallDepth = 64;
 inline bool isExpandedName(const std::string& name) { return name.find('@') != std::string::npos; }
 
 /// Checks the fn declarations and expands every fn call in the kernels' row bodies in place.
-/// Every problem found is reported through `diags`; returns false if any was. A kernel whose
-/// calls could not be expanded is removed from `file`, so the checks can still go through the
-/// others and report their problems too.
-bool expandFnCalls(ast::File& file, DiagnosticEngine& diags);
+/// Every problem found is reported through `diags`. A kernel whose calls could not be expanded
+/// is removed from `file`, so the checks can still go through the others and report their
+/// problems too.
+void expandFnCalls(ast::File& file, DiagnosticEngine& diags);
 
 }  // namespace mxfp6::frontend
