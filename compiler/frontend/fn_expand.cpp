@@ -81,6 +81,7 @@ class Expander {
   Expander(ast::File& file, DiagnosticEngine& diags) : file_(file), diags_(diags) {}
 
   void run() {
+    const size_t errorsAtStart = diags_.diagnostics().size();
     checkDecls();
     std::vector<ast::KernelDecl> expanded;
     for (ast::KernelDecl& kernel : file_.kernels) {
@@ -96,6 +97,14 @@ class Expander {
       if (diags_.diagnostics().size() == errorsBefore) expanded.push_back(std::move(kernel));
     }
     file_.kernels = std::move(expanded);
+    // A fn is checked only where it is called (with the caller's sizes), so one that no kernel
+    // reaches would pass with any body. Reported only on a clean expansion: a kernel rejected
+    // above may be the one that calls it.
+    if (diags_.diagnostics().size() != errorsAtStart) return;
+    for (const ast::FnDecl& fn : file_.fns)
+      if (!called_.count(&fn))
+        error(fn.loc, "fn '" + fn.name + "' is called by no kernel, so its body is never "
+                      "checked: call it or delete it");
   }
 
  private:
@@ -252,6 +261,7 @@ class Expander {
       error(call.loc, "fn calls nest more than " + std::to_string(kMaxFnCallDepth) + " deep");
       return nullptr;
     }
+    called_.insert(&fn);
     Instance inst{fn, {}, std::make_shared<kir::FnCall>(kir::FnCall{fn.name, call.loc}),
                   "@" + std::to_string(++calls_)};
     std::vector<Stmt> body;
@@ -430,6 +440,7 @@ class Expander {
   ast::File& file_;
   DiagnosticEngine& diags_;
   std::map<std::string, const ast::FnDecl*> fns_;
+  std::set<const ast::FnDecl*> called_;  // the fns some kernel's expansion reached
   const ast::KernelDecl* kernel_ = nullptr;
   std::vector<std::set<std::string>> kernelVars_;  // `var`s in scope, outermost first
   struct ActiveFn {

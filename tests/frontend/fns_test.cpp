@@ -170,6 +170,28 @@ TEST(Fns, DeclarationErrors) {
             "t.mxk:5:5: error: 'return' can only end a fn's body\n");
 }
 
+TEST(Fns, AFnNoKernelCallsIsAnError) {
+  // A fn is checked only where it is called, so one that no kernel reaches would pass with any
+  // body ('q' is no name here). A fn called only by such a fn is reached by none either.
+  const std::string body = "y[t, :] = x[t, :]";
+  EXPECT_EQ(parseErrors(kernelAfter("fn unused(v) {\n  return v + q\n}\n", body)),
+            "t.mxk:1:4: error: fn 'unused' is called by no kernel, so its body is never checked: "
+            "call it or delete it\n");
+  const std::string chain =
+      "fn inner(v) {\n  return v * 2.0\n}\n"
+      "fn outer(v) {\n  return inner(v)\n}\n";
+  EXPECT_EQ(parseErrors(kernelAfter(chain, body)),
+            "t.mxk:1:4: error: fn 'inner' is called by no kernel, so its body is never checked: "
+            "call it or delete it\n"
+            "t.mxk:4:4: error: fn 'outer' is called by no kernel, so its body is never checked: "
+            "call it or delete it\n");
+  // Reached through another fn, both are called.
+  EXPECT_EQ(parseErrors(kernelAfter(chain, "y[t, :] = bf16(outer(f32(x[t, :])))")), "");
+  // Where a kernel's expansion failed, it may be the caller: only its error is reported.
+  EXPECT_EQ(parseErrors(kernelAfter(chain, "a = outer(1.0, 2.0)")),
+            "t.mxk:11:9: error: fn 'outer' takes 1 argument, got 2\n");
+}
+
 TEST(Fns, CallErrors) {
   const std::string fns =
       "fn value(v) {\n"
