@@ -4,6 +4,7 @@ Needs no torch (the CPU smoke test runs it on synthetic data); matplotlib only f
 A run's document holds raw measurements (median ms per implementation); finalize() adds the
 bandwidths, ratios to copy, speedups and the pass/miss of every target of DESIGN.md section 10.
 """
+import gzip
 import itertools
 import json
 import pathlib
@@ -25,6 +26,18 @@ TARGETS = {
     "host_launch_python_us": 8.0,        # through the Python op (here: ctypes, the closest we have)
     "host_launch_cpp_us": 4.0,           # from C++: not measured by this harness
 }
+
+
+def read_doc(path):
+    """A run's document from its JSON: as a run writes it (<stem>.json) or as bench/results keeps
+    the older ones (<stem>.json.gz: the device copies the working tree under a size limit)."""
+    data = pathlib.Path(path).read_bytes()
+    return json.loads(gzip.decompress(data) if str(path).endswith(".gz") else data)
+
+
+def doc_stem(path):
+    """The file name stem shared by a run's .json (or .json.gz), .md and .png."""
+    return pathlib.Path(path).name.removesuffix(".gz").removesuffix(".json")
 
 
 def copy_ceiling(doc):

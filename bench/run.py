@@ -408,8 +408,8 @@ def main():
     command = " ".join(["python3"] + [shlex.quote(a) for a in [os.path.relpath(sys.argv[0])] + sys.argv[1:]])
     items = [p for p in problems.plan(objects) if not args.only or any(s in p.name for s in args.only)]
     if args.resume:
-        doc = json.loads(pathlib.Path(args.resume).read_text())
-        stem = pathlib.Path(args.resume).stem
+        doc = report.read_doc(args.resume)
+        stem = report.doc_stem(args.resume)
         left = {s["name"] for s in doc.get("skipped", [])}
         measured = {r["name"] for r in doc["results"]}
         rerun = [p.name for p in items if p.name in measured and any(s in p.name for s in args.rerun)]

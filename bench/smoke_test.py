@@ -10,6 +10,7 @@ Python: mxfp6_spec.self_test); the report derives figures and verdicts from a sy
 """
 import argparse
 import ctypes
+import gzip
 import json
 import math
 import pathlib
@@ -474,6 +475,12 @@ def report_verdicts():
             {"kernel": "ln_modulate_bwd_reduce", "config": "W=768", "alone_median_ms": 0.009}]
         md = report.write(spread, d, "t", with_chart=False)
         assert (pathlib.Path(d) / "t.json").is_file() and (pathlib.Path(d) / "t.md").is_file()
+        # A --resume reads the JSON as written or gzip-compressed, as bench/results keeps it.
+        written = json.loads((pathlib.Path(d) / "t.json").read_text())
+        (pathlib.Path(d) / "t.json.gz").write_bytes(gzip.compress((pathlib.Path(d) / "t.json").read_bytes()))
+        for name in ("t.json", "t.json.gz"):
+            assert report.read_doc(pathlib.Path(d) / name) == written, name
+            assert report.doc_stem(pathlib.Path(d) / name) == "t", report.doc_stem(pathlib.Path(d) / name)
     # The baselines' spread beside ours: Triton 300 µs (p10 250, p90 400), ours 100 µs.
     assert "| 300.0 (250.0–400.0) | 100.0 (100.0–100.0) |" in md, md
     assert "| ln_modulate_fwd | T=16384 |" in md and "4.00" in md and "✗" in md and "not run (time budget)" in md, md
