@@ -13,7 +13,6 @@ the same files. bench/README.md says what each column means.
 """
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import re
@@ -45,7 +44,7 @@ def newest_resources_table(folder=HERE / "results"):
 def amd_resources_table(choice):
     """(path, rows) of the table the report joins; (None, None) for --resources none or no table."""
     path = None if choice == "none" else pathlib.Path(choice) if choice else newest_resources_table()
-    return (path, json.loads(path.read_text())) if path else (None, None)
+    return (path, report.read_doc(path)) if path else (None, None)
 
 
 def parse_args():
@@ -91,7 +90,7 @@ def parse_args():
                          "JSON under \"replaced\"); for code objects built after the run")
     ap.add_argument("--resources", default=None, metavar="JSON",
                     help="an amd_resources.py table whose gfx942 and gfx950 figures the report shows beside our "
-                         "best plans' (default: the newest results/*-resources*.json; 'none' leaves them out)")
+                         "best plans' (.json or .json.gz; default: the newest results/*-resources*.json; 'none' leaves them out)")
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
     args = ap.parse_args()
