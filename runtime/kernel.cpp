@@ -44,21 +44,41 @@ bool isBinaryImage(std::span<const std::byte> code) {
 /// indices and sizes in 32 bits (compiler/codegen/index_math.cpp).
 constexpr int64_t kMaxIndex = std::numeric_limits<int32_t>::max();
 
-/// The extent of each row variable, from the raw arguments (the signature says which argument
-/// carries each runtime size); empty without a signature, -1 for an extent the ABI does not carry.
-/// Runs on every launch: no allocation beyond the result.
-std::vector<int64_t> rowExtentsOf(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
-  if (!metadata.signature) return {};
-  const KernelSignature& sig = *metadata.signature;
-  std::vector<int64_t> extents;
-  extents.reserve(sig.rows.size());
-  for (const SizeSpec& extent : sig.rows) {
-    int64_t n = extent.isConstant() ? extent.constant : -1;
-    for (size_t j = 0; n < 0 && j < sig.abiDims.size(); ++j)
-      if (sig.abiDims[j] == extent.runtimeDim) n = args[sig.params.size() + j].value.i64;
-    extents.push_back(n);
+/// The value of a size among the raw arguments (the signature says which argument carries each
+/// runtime size); -1 for a runtime size the ABI does not carry.
+int64_t sizeValue(const KernelSignature& sig, std::span<const LaunchArg> args, const SizeSpec& size) {
+  if (size.isConstant()) return size.constant;
+  for (size_t j = 0; j < sig.abiDims.size(); ++j)
+    if (sig.abiDims[j] == size.runtimeDim) return args[sig.params.size() + j].value.i64;
+  return -1;
+}
+
+/// The values of `sizes`. Runs on every launch: no allocation beyond the result.
+std::vector<int64_t> sizeValues(const KernelSignature& sig, std::span<const LaunchArg> args,
+                                const std::vector<SizeSpec>& sizes) {
+  std::vector<int64_t> values;
+  values.reserve(sizes.size());
+  for (const SizeSpec& size : sizes) values.push_back(sizeValue(sig, args, size));
+  return values;
+}
+
+/// Whether the product of `values` (each >= 0) exceeds kMaxIndex.
+bool productExceedsIndex(const std::vector<int64_t>& values) {
+  int64_t product = 1;
+  for (int64_t n : values)
+    if (__builtin_mul_overflow(product, n, &product) || product > kMaxIndex) return true;
+  return false;
+}
+
+/// "T * H = 65536 * 32768", for a product of sizes that is too large (built only on failure).
+std::string productText(const std::vector<SizeSpec>& sizes, const std::vector<int64_t>& values) {
+  std::string names, numbers;
+  for (size_t v = 0; v < sizes.size(); ++v) {
+    const std::string& name = sizes[v].name;
+    names += (v ? " * " : "") + (name.empty() ? std::to_string(values[v]) : name);
+    numbers += (v ? " * " : "") + std::to_string(values[v]);
   }
-  return extents;
+  return names + " = " + numbers;
 }
 
 /// The runtime sizes among `args` and the row count they make, against kMaxIndex (known where the
@@ -77,25 +97,16 @@ Status checkIndexRange(const KernelMetadata& metadata, std::span<const LaunchArg
                                                 ": runtime sizes must be in [0, 2^31 - 1] (the "
                                                 "generated code divides indices in 32 bits)"));
   }
-  std::vector<int64_t> extents = rowExtentsOf(metadata, args);
+  std::vector<int64_t> extents = sizeValues(sig, args, sig.rows);
   for (int64_t n : extents) {
     if (n == 0 && empty) *empty = true;
     if (n <= 0) return Status::ok();  // an empty row space, or an extent the code object does not take
   }
-  int64_t rows = 1;
-  bool tooMany = false;
-  for (int64_t n : extents) tooMany = tooMany || __builtin_mul_overflow(rows, n, &rows) || rows > kMaxIndex;
-  if (!tooMany) return Status::ok();
-  // The message is built only on failure.
-  std::string names, values;
-  for (size_t v = 0; v < extents.size(); ++v) {
-    const std::string& name = sig.rows[v].name;
-    names += (v ? " * " : "") + (name.empty() ? std::to_string(extents[v]) : name);
-    values += (v ? " * " : "") + std::to_string(extents[v]);
-  }
-  return withKernel(metadata, Status::error("the row space " + names + " = " + values +
-                                            " exceeds 2^31 - 1 rows (the generated code indexes "
-                                            "rows in 32 bits)"));
+  if (productExceedsIndex(extents))
+    return withKernel(metadata, Status::error("the row space " + productText(sig.rows, extents) +
+                                              " exceeds 2^31 - 1 rows (the generated code indexes "
+                                              "rows in 32 bits)"));
+  return checkIndexBounds(metadata, args);
 }
 
 /// checkLaunchArgs; `empty` (if given) says whether the row space is known to be empty.
@@ -118,6 +129,9 @@ Status checkArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args
       int64_t value = spec.kind == ArgKind::I32 ? arg.value.i32 : spec.kind == ArgKind::I64 ? arg.value.i64 : 0;
       if (spec.multipleOf > 1 && value % spec.multipleOf != 0)
         return fail("is " + std::to_string(value) + ", not a multiple of " + std::to_string(spec.multipleOf));
+      if (value < spec.minimum)
+        return fail("is " + std::to_string(value) + ", must be >= " + std::to_string(spec.minimum) +
+                    " (the kernel divides indices by it)");
       continue;
     }
     if (arg.value.ptr == nullptr) return fail("is a null pointer");
@@ -130,6 +144,19 @@ Status checkArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args
 }
 
 }  // namespace
+
+Status checkIndexBounds(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
+  if (!metadata.signature) return Status::ok();
+  const KernelSignature& sig = *metadata.signature;
+  for (const std::vector<SizeSpec>& bound : sig.indexBounds) {
+    std::vector<int64_t> factors = sizeValues(sig, args, bound);  // each carried (parseSignature)
+    if (productExceedsIndex(factors))
+      return withKernel(metadata, Status::error("the loop bound " + productText(bound, factors) +
+                                                " exceeds 2^31 - 1 (the generated code counts the "
+                                                "loop's trips in 32 bits)"));
+  }
+  return Status::ok();
+}
 
 Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
   return checkArgs(metadata, args, nullptr);

@@ -111,7 +111,14 @@ Expected<std::vector<ArgSpec>> parseAbi(const json& object) {
       if (kind != ArgKind::I32 && kind != ArgKind::I64)
         return fieldError(field + ".multiple_of", "applies to i32/i64 arguments only");
     }
-    specs.push_back({kind, std::move(nameText), multipleOf});
+    int64_t minimum = std::numeric_limits<int64_t>::min();
+    if (auto m = entry.find("minimum"); m != entry.end()) {
+      ASSIGN_OR_RETURN(minimum, integerInRange(*m, field + ".minimum", std::numeric_limits<int64_t>::min(),
+                                               std::numeric_limits<int64_t>::max()));
+      if (kind != ArgKind::I32 && kind != ArgKind::I64)
+        return fieldError(field + ".minimum", "applies to i32/i64 arguments only");
+    }
+    specs.push_back({kind, std::move(nameText), multipleOf, minimum});
   }
   return specs;
 }
@@ -303,7 +310,7 @@ ArgKind abiKindOf(const ParamSpec& param) {
 }
 
 /// The launch arguments are the params (a pointer per tensor) then i64 runtime sizes: the
-/// contract that lets a launch from tensors build them. Copies multiple_of onto the params.
+/// contract that lets a launch from tensors build them. Copies multiple_of and minimum onto the params.
 Status matchAbi(KernelSignature& signature, const std::vector<ArgSpec>& abi) {
   auto mismatch = [](const std::string& problem) {
     return fieldError("params", "does not match 'abi': " + problem);
@@ -319,6 +326,7 @@ Status matchAbi(KernelSignature& signature, const std::vector<ArgSpec>& abi) {
                       params[i].name + "', abi[" + std::to_string(i) + "] is " +
                       argKindName(abi[i].kind) + " '" + abi[i].name + "'");
     signature.params[i].multipleOf = abi[i].multipleOf;
+    signature.params[i].minimum = abi[i].minimum;
   }
   signature.dimMultiples.assign(signature.runtimeDims.size(), 1);
   for (size_t i = params.size(); i < abi.size(); ++i) {
@@ -378,7 +386,33 @@ Expected<std::optional<KernelSignature>> parseSignature(const json& object,
                         "is '" + extent.name + "', which is the size of no tensor parameter");
     signature.rows.push_back(std::move(extent));
   }
+  if (auto boundsIt = object.find("index_bounds"); boundsIt != object.end()) {
+    if (!boundsIt->is_array()) return fieldError("index_bounds", "must be an array, " + got(*boundsIt));
+    for (size_t i = 0; i < boundsIt->size(); ++i) {
+      std::string field = "index_bounds[" + std::to_string(i) + "]";
+      const json& product = (*boundsIt)[i];
+      if (!product.is_array() || product.empty())
+        return fieldError(field, "must be a non-empty array of sizes, " + got(product));
+      std::vector<SizeSpec> factors;
+      for (size_t f = 0; f < product.size(); ++f) {
+        std::string factorField = field + "[" + std::to_string(f) + "]";
+        ASSIGN_OR_RETURN(SizeSpec factor, parseSize(product[f], factorField, signature.runtimeDims));
+        if (!factor.isConstant() && factor.runtimeDim >= static_cast<int>(dimsOfParams))
+          return fieldError(factorField + ".dim",
+                            "is '" + factor.name + "', which is the size of no tensor parameter");
+        factors.push_back(std::move(factor));
+      }
+      signature.indexBounds.push_back(std::move(factors));
+    }
+  }
   RETURN_IF_ERROR(matchAbi(signature, abi));
+  // A bound is checked against the launch's arguments: each of its sizes must be one of them.
+  for (size_t i = 0; i < signature.indexBounds.size(); ++i)
+    for (const SizeSpec& factor : signature.indexBounds[i])
+      if (!factor.isConstant() && std::find(signature.abiDims.begin(), signature.abiDims.end(),
+                                            factor.runtimeDim) == signature.abiDims.end())
+        return fieldError("index_bounds[" + std::to_string(i) + "]",
+                          "names '" + factor.name + "', which no ABI argument carries");
   return std::optional<KernelSignature>(std::move(signature));
 }
 

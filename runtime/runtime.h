@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -149,6 +150,9 @@ struct ArgSpec {
   /// Integer arguments only: the value must be a multiple of this (strides that vector accesses
   /// step by; the code generator assumed it when it chose the access width). 1 = any value.
   int64_t multipleOf = 1;
+  /// Integer arguments only: the least value the generated code is correct for (1 for a scalar
+  /// it divides indices by, which it does unsigned).
+  int64_t minimum = std::numeric_limits<int64_t>::min();
 };
 
 /// A tensor dimension or a row extent: a compile-time size, or a runtime size that is the same
@@ -184,6 +188,7 @@ struct ParamSpec {
   std::vector<SizeSpec> dims;         // tensors
   std::vector<StrideSpec> strides;    // tensors: one per dim
   int64_t multipleOf = 1;             // integer scalars: the ABI's multiple_of
+  int64_t minimum = std::numeric_limits<int64_t>::min();  // integer scalars: the ABI's minimum
   std::optional<double> defaultValue; // scalars, for bindings that fill omitted arguments; a
                                       // launch itself takes every value explicitly
 };
@@ -196,6 +201,9 @@ struct KernelSignature {
   std::vector<std::string> runtimeDims;     // the runtime sizes, first-appearance order in params
   std::vector<int> abiDims;                 // for abi[params.size() + i]: the runtime dim it carries
   std::vector<int64_t> dimMultiples;        // per runtime dim: the ABI argument's multiple_of (or 1)
+  /// Products of sizes (loop bounds such as T * H) the generated code counts up to in 32 bits:
+  /// each must be at most 2^31 - 1, like the row count.
+  std::vector<std::vector<SizeSpec>> indexBounds;
 };
 
 /// Parsed from JSON by parseKernelMetadata. The schema (every field required unless noted):
@@ -205,7 +213,8 @@ struct KernelSignature {
 ///     "target": "sm_90",                    // "sm_<N>[a]" (CUDA) or "gfx<N>" (HIP): sm_90, gfx942, gfx950
 ///     "abi": [{"kind": "ptr", "name": "x"}, {"kind": "f32", "name": "eps"}, ...],
 ///                                           // launch arguments in order; kind ptr|i32|i64|f32;
-///                                           // optional "multiple_of": n on i32/i64 arguments
+///                                           // optional "multiple_of": n and "minimum": n on
+///                                           // i32/i64 arguments
 ///     "block": [256, 1, 1],                 // threads per block, each >= 1, product <= 1024
 ///     "shared_bytes": 0,                    // DYNAMIC shared memory per block passed at launch
 ///                                           // (0 when the kernel only uses static shared memory)
@@ -227,8 +236,11 @@ struct KernelSignature {
 ///                                           // {"any": true} (tensor never accessed)
 ///       {"name": "eps", "kind": "scalar", "dtype": "f32", "default": 1e-6}, ...],
 ///                                           // dtype i32|i64|f32; "default" optional
-///     "rows": [{"dim": "T"}]                // required with "params": the row variables'
+///     "rows": [{"dim": "T"}],               // required with "params": the row variables'
 ///                                           // extents, {"dim": name} or {"const": n}
+///     "index_bounds": [[{"dim": "T"}, {"dim": "H"}]]
+///                                           // optional, with "params": products of sizes that
+///                                           // must each be at most 2^31 - 1 (loop bounds)
 ///   }
 /// Unknown fields are ignored so the code generator can add provenance without a runtime change.
 struct KernelMetadata {
@@ -302,11 +314,16 @@ struct LaunchArg {
 ///   "argument 0 'x' is a null pointer"
 ///   "argument 0 'x' pointer 0x7f0000000004 is not 16-byte aligned"
 ///   "argument 8 'x_token_stride' is 1001, not a multiple of 8"
+///   "argument 8 'pos_div' is 0, must be >= 1 (the kernel divides indices by it)"
 /// and, where the metadata has a signature (which says which arguments are runtime sizes), the
 /// 32-bit index range the generated code divides in:
 ///   "argument 12 'S' is 2147483648: runtime sizes must be in [0, 2^31 - 1] (...)"
 ///   "the row space T * H = 65536 * 32768 exceeds 2^31 - 1 rows (...)"
+///   "the loop bound T * H = 65536 * 32768 exceeds 2^31 - 1 (...)"
 Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args);
+/// The part of checkLaunchArgs that bounds the signature's index_bounds (loop bounds such as
+/// T * H) by 2^31 - 1; `args` complete, in ABI order.
+Status checkIndexBounds(const KernelMetadata& metadata, std::span<const LaunchArg> args);
 
 /// Grid dimensions must each be >= 1 (and y, z <= 65535, the limit both vendors share).
 Status checkGrid(const std::array<uint32_t, 3>& grid);

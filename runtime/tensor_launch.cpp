@@ -82,19 +82,20 @@ class Binder {
     for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(bindShapeOrKind(i));
     for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkLayout(i));
     // After the layouts, which name the tensor whose stride a bad value is.
-    for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkMultiple(i));
+    for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkScalar(i));
     PreparedLaunch launch;
-    ASSIGN_OR_RETURN(launch.rows, rowCount());
-    if (launch.rows > 0) {
-      ASSIGN_OR_RETURN(launch.grid, gridForRows(md_, launch.rows));
-      for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkPointer(i));
-      RETURN_IF_ERROR(checkOutputsDoNotOverlap());
-    }
     launch.args.reserve(md_.abi.size());
     for (size_t i = 0; i < args_.size(); ++i)
       launch.args.push_back(args_[i].isTensor ? LaunchArg::pointer(args_[i].tensor.data)
                                               : args_[i].scalar);
     for (int dim : sig_.abiDims) launch.args.push_back(LaunchArg::i64(dims_[dim]));
+    ASSIGN_OR_RETURN(launch.rows, rowCount());
+    if (launch.rows > 0) {
+      ASSIGN_OR_RETURN(launch.grid, gridForRows(md_, launch.rows));
+      RETURN_IF_ERROR(checkIndexBounds(md_, launch.args));
+      for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkPointer(i));
+      RETURN_IF_ERROR(checkOutputsDoNotOverlap());
+    }
     return launch;
   }
 
@@ -162,14 +163,19 @@ class Binder {
     return Status::ok();
   }
 
-  /// Integer scalars that the kernel steps vector accesses by (strides) must keep them aligned.
-  Status checkMultiple(size_t i) const {
+  /// Integer scalars that the kernel steps vector accesses by (strides) must keep them aligned;
+  /// those it divides indices by must be positive.
+  Status checkScalar(size_t i) const {
     const ParamSpec& spec = sig_.params[i];
-    if (spec.isTensor || spec.multipleOf <= 1) return Status::ok();
+    if (spec.isTensor || spec.dtype == Dtype::F32) return Status::ok();
     int64_t value = integerValue(args_[i].scalar);
-    if (value % spec.multipleOf == 0) return Status::ok();
-    return fail(argument(i) + " is " + std::to_string(value) + ", not a multiple of " +
-                std::to_string(spec.multipleOf) + " (the kernel steps vector accesses by it)");
+    if (spec.multipleOf > 1 && value % spec.multipleOf != 0)
+      return fail(argument(i) + " is " + std::to_string(value) + ", not a multiple of " +
+                  std::to_string(spec.multipleOf) + " (the kernel steps vector accesses by it)");
+    if (value < spec.minimum)
+      return fail(argument(i) + " is " + std::to_string(value) + ", must be >= " +
+                  std::to_string(spec.minimum) + " (the kernel divides indices by it)");
+    return Status::ok();
   }
 
   /// Strides of dims of size 1 are exempt (their index is always 0; frameworks give them any

@@ -7,6 +7,16 @@
 // keeps each launch's row count and every runtime size below 2^31 (checkLaunchArgs, gridForRows),
 // so row indices, their digits and the sizes fit 31 bits, and a division among such values (or
 // i32 scalars) is exact in 32 bits.
+//
+// Two more facts the launch checks, so that loops and positions divide in 32 bits as rows do
+// (norm_rope_bwd's `for r in j .. T * H step P` took four 64-bit divisions per trip, each a
+// branch around a call, and ptxas kept the next trip's loads behind them):
+//   - a loop that counts from a non-negative start by a non-negative step up to a product of
+//     sizes (T * H) has that product recorded as an index bound (LaunchShape::indexBounds), which
+//     the runtime requires to be at most 2^31 - 1, so the induction value fits 31 bits;
+//   - an i32 scalar parameter that divides a non-negative index (t / pos_div) is recorded as
+//     required to be >= 1 (LaunchShape::positiveParams): the division is unsigned, and a zero or
+//     negative divisor is refused at launch instead of computing garbage.
 #include <algorithm>
 #include <cstdint>
 
@@ -24,6 +34,13 @@ KernelEmitter::IntRange KernelEmitter::intRange(int id) const {
   switch (op.code) {
     case OpCode::RowIndex:
     case OpCode::DimArg: return IntRange::NonNegI32;
+    case OpCode::ScalarArg: return positiveParams_.count(op.param) ? IntRange::NonNegI32 : own;
+    case OpCode::ForBegin: {
+      const int start = op.operands[0], end = op.operands[1], step = op.operands[2];
+      if (intRange(start) != IntRange::NonNegI32 || intRange(step) != IntRange::NonNegI32) return own;
+      // The induction value lies in [start, end): below a bound of at most 2^31 - 1.
+      return intRange(end) == IntRange::NonNegI32 || boundFactors(end) ? IntRange::NonNegI32 : own;
+    }
     case OpCode::ConstInt:
       if (op.ival >= 0 && op.ival <= INT32_MAX) return IntRange::NonNegI32;
       return op.ival >= INT32_MIN && op.ival <= INT32_MAX ? IntRange::I32 : IntRange::Any;
@@ -42,6 +59,51 @@ KernelEmitter::IntRange KernelEmitter::intRange(int id) const {
       return IntRange::I32;
     }
     default: return own;
+  }
+}
+
+std::optional<std::vector<kir::Dim>> KernelEmitter::boundFactors(int id) const {
+  const kir::Op& op = k_.ops[id];
+  switch (op.code) {
+    case OpCode::DimArg: return std::vector<kir::Dim>{kir::Dim{.runtimeDim = int(op.ival)}};
+    case OpCode::ConstInt:
+      if (op.ival < 1) return std::nullopt;
+      return std::vector<kir::Dim>{kir::Dim{.constant = op.ival}};
+    case OpCode::Cast:
+      if (!kir::isInt(k_.ops[op.operands[0]].type.elem)) return std::nullopt;
+      return boundFactors(op.operands[0]);
+    case OpCode::Mul: {
+      std::optional<std::vector<kir::Dim>> a = boundFactors(op.operands[0]);
+      std::optional<std::vector<kir::Dim>> b = boundFactors(op.operands[1]);
+      if (!a || !b) return std::nullopt;
+      a->insert(a->end(), b->begin(), b->end());
+      return a;
+    }
+    default: return std::nullopt;
+  }
+}
+
+void KernelEmitter::planIndexRanges() {
+  // In KIR order, which is the order values are defined in: a divisor found positive here
+  // already counts for the dividends of later divisions.
+  for (const kir::Op& op : k_.ops) {
+    if ((op.code == OpCode::Div || op.code == OpCode::Rem) && !op.type.isVector() && kir::isInt(op.type.elem)) {
+      int divisor = op.operands[1];
+      while (k_.ops[divisor].code == OpCode::Cast && kir::isInt(k_.ops[k_.ops[divisor].operands[0]].type.elem))
+        divisor = k_.ops[divisor].operands[0];
+      const kir::Op& d = k_.ops[divisor];
+      if (d.code == OpCode::ScalarArg && d.type.elem == Dtype::I32 && intRange(op.operands[0]) == IntRange::NonNegI32)
+        positiveParams_.insert(d.param);
+    }
+  }
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    const kir::Op& op = k_.ops[i];
+    if (op.code != OpCode::ForBegin || intRange(int(i)) != IntRange::NonNegI32) continue;
+    // A bound that is one size or a constant is already within the launch limits.
+    if (intRange(op.operands[1]) == IntRange::NonNegI32) continue;
+    std::vector<kir::Dim> factors = *boundFactors(op.operands[1]);
+    if (std::find(indexBounds_.begin(), indexBounds_.end(), factors) == indexBounds_.end())
+      indexBounds_.push_back(std::move(factors));
   }
 }
 

@@ -305,6 +305,12 @@ class KernelEmitter {
   /// and runtime sizes NonNegI32).
   enum class IntRange { Any, I32, NonNegI32 };
   IntRange intRange(int id) const;
+  /// The factors of `id` where it is a product of sizes and positive constants (a loop bound
+  /// such as T * H); nullopt otherwise.
+  std::optional<std::vector<kir::Dim>> boundFactors(int id) const;
+  /// What the launch is asked to guarantee so that more indices fit 31 bits (index_math.cpp):
+  /// positiveParams_ and indexBounds_. Before any emission.
+  void planIndexRanges();
   /// Whether a division or remainder of operands in these ranges is exact in 32 bits.
   static bool narrowDivision(IntRange a, IntRange b);
   Value toI32(Value v);
@@ -412,6 +418,8 @@ class KernelEmitter {
   std::vector<RegValue> values_;
   std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)
   std::map<int, int64_t> dimMultiples_;      // runtime dim -> required multiple
+  std::set<int> positiveParams_;             // i32 scalar parameters required to be >= 1
+  std::vector<std::vector<kir::Dim>> indexBounds_;  // products of sizes required to be <= 2^31 - 1
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
   std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)
   SmallVector<Operation*> openLoops_;        // scf.for ops whose ForEnd is still ahead

@@ -140,6 +140,7 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
     const std::map<int, int64_t>& multiples = a.param >= 0 ? shape.strideMultiples : shape.dimMultiples;
     if (auto m = multiples.find(a.param >= 0 ? a.param : a.runtimeDim); m != multiples.end() && m->second > 1)
       entry["multiple_of"] = m->second;
+    if (a.param >= 0 && shape.positiveParams.count(a.param)) entry["minimum"] = 1;
     abi.push_back(entry);
   }
   j["abi"] = abi;
@@ -161,6 +162,15 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   if (std::optional<Json> rows = rowsEntry(kernel)) {
     j["params"] = paramsEntry(kernel);
     j["rows"] = *rows;
+    if (!shape.indexBounds.empty()) {
+      Json bounds = Json::array();
+      for (const std::vector<kir::Dim>& factors : shape.indexBounds) {
+        Json product = Json::array();
+        for (const kir::Dim& f : factors) product.push_back(sizeEntry(f, kernel));
+        bounds.push_back(product);
+      }
+      j["index_bounds"] = bounds;
+    }
   }
   nlohmann::ordered_json res = nlohmann::ordered_json::object();
   if (resources.registers) res["registers"] = *resources.registers;

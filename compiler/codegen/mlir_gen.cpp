@@ -412,6 +412,7 @@ LogicalResult KernelEmitter::emitOp(const kir::Op& op, int id) {
 
 OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   if (failed(checkSchedule())) return nullptr;
+  planIndexRanges();
   Location kernelLoc = loc(k_.loc);
   b_.setLoc(kernelLoc);
   OwningOpRef<ModuleOp> module = ModuleOp::create(kernelLoc);
@@ -607,6 +608,8 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   shape.pointerAlignment = int(pointerAlignment);
   shape.strideMultiples = strideMultiples_;
   shape.dimMultiples = dimMultiples_;
+  shape.positiveParams = positiveParams_;
+  shape.indexBounds = indexBounds_;
   return module;
 }
 

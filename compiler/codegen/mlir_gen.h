@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "compiler/codegen/target.h"
@@ -27,6 +28,8 @@ struct LaunchShape {
   int pointerAlignment = 0; // bytes every tensor pointer must be aligned to
   std::map<int, int64_t> strideMultiples;  // stride parameter -> the multiple its value must be
   std::map<int, int64_t> dimMultiples;     // runtime dim -> the multiple its value must be
+  std::set<int> positiveParams;            // i32 scalar parameters that must be >= 1 (divisors of indices)
+  std::vector<std::vector<kir::Dim>> indexBounds;  // products of sizes that must be <= 2^31 - 1 (loop bounds)
   bool waitsForPreviousGrid = false;       // waits for the stream's previous grid before any access
 };
 

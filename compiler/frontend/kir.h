@@ -60,6 +60,7 @@ struct Dim {
   std::string name;         // as written ("D", "T", "128", "(C * 3 / 4)")
   int64_t constant = -1;    // >= 0 when known at compile time
   int runtimeDim = -1;      // index into Kernel::runtimeDims when constant < 0
+  bool operator==(const Dim&) const = default;
 };
 
 /// A stride of a tensor dimension, in elements: a compile-time constant, a scalar parameter, or

@@ -231,6 +231,66 @@ kernel inexact_quotient(x: f32[R, 4096], y: out f32[R, 4096], n: u8[N])
   EXPECT_EQ(multiples("inexact_quotient"), (std::map<std::string, int64_t>{}));
 }
 
+/// The ABI arguments the sm_90 metadata of `k` requires a minimum of, and its index_bounds
+/// (null where there are none).
+std::pair<std::map<std::string, int64_t>, nlohmann::json> indexRequirements(const kir::Kernel& k) {
+  std::map<std::string, int64_t> minimums;
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), Emit::Mlir);
+  EXPECT_TRUE(c.isOk()) << c.status().message();
+  if (!c.isOk()) return {};
+  nlohmann::json metadata = nlohmann::json::parse(c->metadataJson);
+  for (const auto& a : metadata["abi"])
+    if (a.contains("minimum")) minimums[a["name"]] = a["minimum"];
+  return {minimums, metadata.contains("index_bounds") ? metadata["index_bounds"] : nlohmann::json()};
+}
+
+// What the launch must guarantee for a loop's induction value and a divisor to be divided in
+// 32 bits, unsigned, is recorded for the runtime to check: the product of sizes that bounds the
+// loop, and a minimum of 1 for an i32 scalar that divides a non-negative index. A bound that is
+// one size is already checked, a divisor of a value that may be negative is not required to be
+// positive (its division stays signed), and an i64 divisor stays a 64-bit division.
+TEST(IndexRanges, TheLaunchGuaranteesAreRecorded) {
+  const std::string source = R"(
+kernel loop_case(x: f32[T, H, 8], y: out f32[P, 8], by32: i32, by64: i64)
+  tune THREADS in {1} = 1, VEC in {8} = 8
+{
+  row j in P {
+    var acc = zeros(8)
+    for r in j .. T * H step P {
+      t = r / H
+      acc = acc + x[(t / by32) % T, r % H, :] + x[(t / by64) % T, 0, :]
+    }
+    y[j, :] = acc
+  }
+}
+kernel single_size_bound(x: f32[T, 8], y: out f32[P, 8], off: i32, div: i32)
+  tune THREADS in {1} = 1, VEC in {8} = 8
+{
+  row j in P {
+    var acc = zeros(8)
+    for r in j .. T step P {
+      acc = acc + x[((off - r) / div) % T, :]
+    }
+    y[j, :] = acc
+  }
+}
+)";
+  auto [minimums, bounds] = indexRequirements(testing::inlineKernel(source, "loop_case"));
+  EXPECT_EQ(minimums, (std::map<std::string, int64_t>{{"by32", 1}}));
+  EXPECT_EQ(bounds, nlohmann::json::parse(R"([[{"dim": "T"}, {"dim": "H"}]])"));
+  auto [noMinimums, noBounds] = indexRequirements(testing::inlineKernel(source, "single_size_bound"));
+  EXPECT_TRUE(noMinimums.empty());
+  EXPECT_TRUE(noBounds.is_null());
+
+  // The shipped kernels: the backward's row loop and position divisor, the forward's divisor.
+  auto [bwdMinimums, bwdBounds] = indexRequirements(testing::kernelAt("norm_rope.mxk", "norm_rope_bwd", {}));
+  EXPECT_EQ(bwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}}));
+  EXPECT_EQ(bwdBounds, nlohmann::json::parse(R"([[{"dim": "T"}, {"dim": "H"}]])"));
+  auto [fwdMinimums, fwdBounds] = indexRequirements(testing::kernelAt("norm_rope.mxk", "norm_rope_fwd", {}));
+  EXPECT_EQ(fwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}}));
+  EXPECT_TRUE(fwdBounds.is_null());
+}
+
 // By default the scale and shift loads move ahead of the two block reductions (so all three
 // loads are in flight at once); PREFETCH = 0 keeps them where the body reads them.
 TEST_F(LnModulateCodeObject, LoadsMoveAheadOfReductionsUnlessPrefetchIsOff) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "runtime/runtime.h"
@@ -174,6 +175,21 @@ TEST(KernelMetadata, StrideMultiplesAreReadForIntegerArguments) {
   EXPECT_THAT(parseError(j), HasSubstr("field 'abi[2].multiple_of'"));
 }
 
+TEST(KernelMetadata, MinimumsAreReadForIntegerArguments) {
+  json j = validMetadata();
+  j["abi"][2]["minimum"] = 1;
+  auto parsed = parseKernelMetadata(j.dump());
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_EQ(parsed->abi[2].minimum, 1);
+  EXPECT_EQ(parsed->abi[3].minimum, std::numeric_limits<int64_t>::min());  // absent: any value
+  j = validMetadata();
+  j["abi"][4]["minimum"] = 1;
+  EXPECT_EQ(parseError(j), "kernel metadata: field 'abi[4].minimum' applies to i32/i64 arguments only");
+  j = validMetadata();
+  j["abi"][2]["minimum"] = "one";
+  EXPECT_THAT(parseError(j), HasSubstr("field 'abi[2].minimum'"));
+}
+
 // ---- "params" and "rows": the signature launches from tensors are checked against ----
 
 json signedMetadata() {
@@ -231,6 +247,29 @@ TEST(KernelSignature, ParsesParamsAndRows) {
   EXPECT_EQ(sig.rows[0].runtimeDim, 0);
   EXPECT_EQ(sig.rows[1].constant, 4);
   EXPECT_EQ(sig.abiDims, (std::vector<int>{0}));  // the ABI carries T only
+}
+
+TEST(KernelSignature, IndexBoundsAreProductsOfCarriedSizes) {
+  json j = signedMetadata();
+  j["index_bounds"] = json::parse(R"([[{"dim": "T"}, {"const": 4}]])");
+  auto parsed = parseKernelMetadata(j.dump());
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  const std::vector<std::vector<SizeSpec>>& bounds = parsed->signature->indexBounds;
+  ASSERT_EQ(bounds.size(), 1u);
+  ASSERT_EQ(bounds[0].size(), 2u);
+  EXPECT_EQ(bounds[0][0].runtimeDim, 0);
+  EXPECT_EQ(bounds[0][1].constant, 4);
+  EXPECT_TRUE(parseKernelMetadata(signedMetadata().dump())->signature->indexBounds.empty());  // optional
+
+  j["index_bounds"] = json::parse(R"([[{"dim": "T"}, {"dim": "H"}]])");  // H: no ABI argument
+  EXPECT_EQ(parseError(j), "kernel metadata: field 'index_bounds[0]' names 'H', which no ABI argument carries");
+  j["index_bounds"] = json::parse(R"([[{"dim": "Q"}]])");
+  EXPECT_EQ(parseError(j), "kernel metadata: field 'index_bounds[0][0].dim' is 'Q', which is the size of no "
+                           "tensor parameter");
+  j["index_bounds"] = json::parse(R"([[]])");
+  EXPECT_THAT(parseError(j), StartsWith("kernel metadata: field 'index_bounds[0]' must be a non-empty array"));
+  j["index_bounds"] = 3;
+  EXPECT_THAT(parseError(j), StartsWith("kernel metadata: field 'index_bounds' must be an array"));
 }
 
 TEST(KernelSignature, MetadataWithoutItStillLoads) {

@@ -332,6 +332,61 @@ TEST_F(NormRopeFwd, RowSpacesAndSizesBeyond32BitsAreRefused) {
   EXPECT_THAT(checkLaunchArgs(md_, raw).message(), HasSubstr("argument 12 'S' is -1"));
 }
 
+// A scalar the kernel divides the token index by, unsigned, must be positive: 0 or a negative
+// value is refused by every launch path instead of reaching the division.
+TEST_F(NormRopeFwd, ADivisorBelowItsMinimumIsRefused) {
+  for (int32_t bad : {0, -2}) {
+    std::vector<ParamArg> p = args();
+    p[8] = LaunchArg::i32(bad);
+    EXPECT_EQ(error(p), "kernel norm_rope_fwd: argument 'pos_div' (8) is " + std::to_string(bad) +
+                            ", must be >= 1 (the kernel divides indices by it)");
+    auto prepared = prepareLaunch(md_, args());
+    ASSERT_TRUE(prepared.isOk()) << prepared.status().message();
+    std::vector<LaunchArg> raw = prepared->args;
+    raw[8] = LaunchArg::i32(bad);
+    EXPECT_EQ(checkLaunchArgs(md_, raw).message(),
+              "kernel norm_rope_fwd: argument 8 'pos_div' is " + std::to_string(bad) +
+                  ", must be >= 1 (the kernel divides indices by it)");
+  }
+}
+
+// A loop bound the generated code counts up to in 32 bits (index_bounds: a backward's
+// `for r in j .. T * H step P`) is bounded like the row space, which here is T alone.
+TEST(PrepareLaunch, LoopBoundsBeyond32BitsAreRefused) {
+  std::string json = testing::kNormRopeFwdMetadata;
+  json.replace(json.find(R"("rows": [{"dim": "T"}, {"dim": "H"}])"), 36,
+               R"("rows": [{"dim": "T"}], "index_bounds": [[{"dim": "T"}, {"dim": "H"}]])");
+  KernelMetadata md = parsed(json.c_str());
+  ASSERT_TRUE(md.signature.has_value());
+  std::vector<LaunchArg> raw;
+  for (int i = 0; i < 6; ++i) raw.push_back(LaunchArg::pointer(address(i)));
+  for (int64_t v : {int64_t{256}, int64_t{128}}) raw.push_back(LaunchArg::i64(v));
+  raw.push_back(LaunchArg::i32(1));
+  raw.push_back(LaunchArg::f32(1e-6f));
+  for (int64_t v : {int64_t{65536}, int64_t{32767}, int64_t{7}}) raw.push_back(LaunchArg::i64(v));
+  Status status = checkLaunchArgs(md, raw);
+  EXPECT_TRUE(status.isOk()) << status.message();  // 65536 * 32767 < 2^31
+  raw[11] = LaunchArg::i64(32768);
+  const std::string refused = "kernel norm_rope_fwd: the loop bound T * H = 65536 * 32768 exceeds 2^31 - 1 "
+                              "(the generated code counts the loop's trips in 32 bits)";
+  EXPECT_EQ(checkLaunchArgs(md, raw).message(), refused);
+  EXPECT_EQ(checkIndexBounds(md, raw).message(), refused);
+  // From tensors: the same refusal before any launch (T = 65536 rows fit on their own).
+  std::vector<ParamArg> p = {view(0, Dtype::BF16, {65536, 32768, 128}, {32768 * 128, 128, 1}),
+                             tensor(1, Dtype::BF16, {128}),
+                             tensor(2, Dtype::F32, {7, 64}),
+                             tensor(3, Dtype::F32, {7, 64}),
+                             tensor(4, Dtype::BF16, {65536, 32768, 128}),
+                             tensor(5, Dtype::F32, {65536, 32768}),
+                             LaunchArg::i64(32768 * 128),
+                             LaunchArg::i64(128),
+                             LaunchArg::i32(1),
+                             LaunchArg::f32(1e-6f)};
+  auto prepared = prepareLaunch(md, p);
+  ASSERT_FALSE(prepared.isOk());
+  EXPECT_EQ(prepared.status().message(), refused);
+}
+
 // A zero extent empties the row space even after the others' product overflowed 31 bits.
 TEST(PrepareLaunch, AnEmptyRowSpaceIsNotTooManyRows) {
   std::string json = testing::kNormRopeFwdMetadata;
