@@ -62,6 +62,12 @@ std::vector<int64_t> sizeValues(const KernelSignature& sig, std::span<const Laun
   return values;
 }
 
+/// What an integer argument below its ABI minimum is told (built only on failure).
+std::string belowMinimum(int64_t value, int64_t minimum) {
+  return "is " + std::to_string(value) + ", must be >= " + std::to_string(minimum) +
+         " (the kernel divides indices by it)";
+}
+
 /// Whether the product of `values` (each >= 0) exceeds kMaxIndex.
 bool productExceedsIndex(const std::vector<int64_t>& values) {
   int64_t product = 1;
@@ -106,7 +112,7 @@ Status checkIndexRange(const KernelMetadata& metadata, std::span<const LaunchArg
     return withKernel(metadata, Status::error("the row space " + productText(sig.rows, extents) +
                                               " exceeds 2^31 - 1 rows (the generated code indexes "
                                               "rows in 32 bits)"));
-  return checkIndexBounds(metadata, args);
+  return checkLaunchSizes(metadata, args);
 }
 
 /// checkLaunchArgs; `empty` (if given) says whether the row space is known to be empty.
@@ -129,9 +135,9 @@ Status checkArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args
       int64_t value = spec.kind == ArgKind::I32 ? arg.value.i32 : spec.kind == ArgKind::I64 ? arg.value.i64 : 0;
       if (spec.multipleOf > 1 && value % spec.multipleOf != 0)
         return fail("is " + std::to_string(value) + ", not a multiple of " + std::to_string(spec.multipleOf));
-      if (value < spec.minimum)
-        return fail("is " + std::to_string(value) + ", must be >= " + std::to_string(spec.minimum) +
-                    " (the kernel divides indices by it)");
+      // With a signature, minimums are held only where rows run (checkLaunchSizes): an empty
+      // batch divides nothing, and may pass a batch size of 0 as pos_div.
+      if (!metadata.signature && value < spec.minimum) return fail(belowMinimum(value, spec.minimum));
       continue;
     }
     if (arg.value.ptr == nullptr) return fail("is a null pointer");
@@ -145,9 +151,17 @@ Status checkArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args
 
 }  // namespace
 
-Status checkIndexBounds(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
+Status checkLaunchSizes(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
   if (!metadata.signature) return Status::ok();
   const KernelSignature& sig = *metadata.signature;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const ArgSpec& spec = metadata.abi[i];
+    if (spec.kind != ArgKind::I32 && spec.kind != ArgKind::I64) continue;
+    int64_t value = spec.kind == ArgKind::I32 ? args[i].value.i32 : args[i].value.i64;
+    if (value < spec.minimum)
+      return withKernel(metadata, Status::error("argument " + std::to_string(i) + " '" + spec.name + "' " +
+                                                belowMinimum(value, spec.minimum)));
+  }
   for (const std::vector<SizeSpec>& bound : sig.indexBounds) {
     std::vector<int64_t> factors = sizeValues(sig, args, bound);  // each carried (parseSignature)
     if (productExceedsIndex(factors))

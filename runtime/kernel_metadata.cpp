@@ -310,7 +310,7 @@ ArgKind abiKindOf(const ParamSpec& param) {
 }
 
 /// The launch arguments are the params (a pointer per tensor) then i64 runtime sizes: the
-/// contract that lets a launch from tensors build them. Copies multiple_of and minimum onto the params.
+/// contract that lets a launch from tensors build them. Copies multiple_of onto the params.
 Status matchAbi(KernelSignature& signature, const std::vector<ArgSpec>& abi) {
   auto mismatch = [](const std::string& problem) {
     return fieldError("params", "does not match 'abi': " + problem);
@@ -326,7 +326,6 @@ Status matchAbi(KernelSignature& signature, const std::vector<ArgSpec>& abi) {
                       params[i].name + "', abi[" + std::to_string(i) + "] is " +
                       argKindName(abi[i].kind) + " '" + abi[i].name + "'");
     signature.params[i].multipleOf = abi[i].multipleOf;
-    signature.params[i].minimum = abi[i].minimum;
   }
   signature.dimMultiples.assign(signature.runtimeDims.size(), 1);
   for (size_t i = params.size(); i < abi.size(); ++i) {

@@ -188,7 +188,6 @@ struct ParamSpec {
   std::vector<SizeSpec> dims;         // tensors
   std::vector<StrideSpec> strides;    // tensors: one per dim
   int64_t multipleOf = 1;             // integer scalars: the ABI's multiple_of
-  int64_t minimum = std::numeric_limits<int64_t>::min();  // integer scalars: the ABI's minimum
   std::optional<double> defaultValue; // scalars, for bindings that fill omitted arguments; a
                                       // launch itself takes every value explicitly
 };
@@ -314,16 +313,20 @@ struct LaunchArg {
 ///   "argument 0 'x' is a null pointer"
 ///   "argument 0 'x' pointer 0x7f0000000004 is not 16-byte aligned"
 ///   "argument 8 'x_token_stride' is 1001, not a multiple of 8"
-///   "argument 8 'pos_div' is 0, must be >= 1 (the kernel divides indices by it)"
 /// and, where the metadata has a signature (which says which arguments are runtime sizes), the
 /// 32-bit index range the generated code divides in:
 ///   "argument 12 'S' is 2147483648: runtime sizes must be in [0, 2^31 - 1] (...)"
 ///   "the row space T * H = 65536 * 32768 exceeds 2^31 - 1 rows (...)"
 ///   "the loop bound T * H = 65536 * 32768 exceeds 2^31 - 1 (...)"
+///   "argument 8 'pos_div' is 0, must be >= 1 (the kernel divides indices by it)"
+/// (the last two only where rows run: checkLaunchSizes)
 Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args);
-/// The part of checkLaunchArgs that bounds the signature's index_bounds (loop bounds such as
-/// T * H) by 2^31 - 1; `args` complete, in ABI order.
-Status checkIndexBounds(const KernelMetadata& metadata, std::span<const LaunchArg> args);
+/// The part of checkLaunchArgs that applies where rows run (with a signature; without one the
+/// minimums are checked on every launch): integer arguments at least their ABI minimum (a scalar
+/// or size the kernel divides by: "argument 12 'S' is 0, must be >= 1 (...)"), and the
+/// signature's index_bounds (loop bounds such as T * H) at most 2^31 - 1. `args` complete, in
+/// ABI order.
+Status checkLaunchSizes(const KernelMetadata& metadata, std::span<const LaunchArg> args);
 
 /// Grid dimensions must each be >= 1 (and y, z <= 65535, the limit both vendors share).
 Status checkGrid(const std::array<uint32_t, 3>& grid);

@@ -82,7 +82,7 @@ class Binder {
     for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(bindShapeOrKind(i));
     for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkLayout(i));
     // After the layouts, which name the tensor whose stride a bad value is.
-    for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkScalar(i));
+    for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkMultiple(i));
     PreparedLaunch launch;
     launch.args.reserve(md_.abi.size());
     for (size_t i = 0; i < args_.size(); ++i)
@@ -92,7 +92,7 @@ class Binder {
     ASSIGN_OR_RETURN(launch.rows, rowCount());
     if (launch.rows > 0) {
       ASSIGN_OR_RETURN(launch.grid, gridForRows(md_, launch.rows));
-      RETURN_IF_ERROR(checkIndexBounds(md_, launch.args));
+      RETURN_IF_ERROR(checkLaunchSizes(md_, launch.args));
       for (size_t i = 0; i < args_.size(); ++i) RETURN_IF_ERROR(checkPointer(i));
       RETURN_IF_ERROR(checkOutputsDoNotOverlap());
     }
@@ -163,19 +163,15 @@ class Binder {
     return Status::ok();
   }
 
-  /// Integer scalars that the kernel steps vector accesses by (strides) must keep them aligned;
-  /// those it divides indices by must be positive.
-  Status checkScalar(size_t i) const {
+  /// Integer scalars that the kernel steps vector accesses by (strides) must keep them aligned.
+  /// (Those it divides by are held to their minimum where rows run: checkLaunchSizes.)
+  Status checkMultiple(size_t i) const {
     const ParamSpec& spec = sig_.params[i];
-    if (spec.isTensor || spec.dtype == Dtype::F32) return Status::ok();
+    if (spec.isTensor || spec.multipleOf <= 1) return Status::ok();
     int64_t value = integerValue(args_[i].scalar);
-    if (spec.multipleOf > 1 && value % spec.multipleOf != 0)
-      return fail(argument(i) + " is " + std::to_string(value) + ", not a multiple of " +
-                  std::to_string(spec.multipleOf) + " (the kernel steps vector accesses by it)");
-    if (value < spec.minimum)
-      return fail(argument(i) + " is " + std::to_string(value) + ", must be >= " +
-                  std::to_string(spec.minimum) + " (the kernel divides indices by it)");
-    return Status::ok();
+    if (value % spec.multipleOf == 0) return Status::ok();
+    return fail(argument(i) + " is " + std::to_string(value) + ", not a multiple of " +
+                std::to_string(spec.multipleOf) + " (the kernel steps vector accesses by it)");
   }
 
   /// Strides of dims of size 1 are exempt (their index is always 0; frameworks give them any

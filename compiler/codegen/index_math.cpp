@@ -14,9 +14,11 @@
 //   - a loop that counts from a non-negative start by a non-negative step up to a product of
 //     sizes (T * H) has that product recorded as an index bound (LaunchShape::indexBounds), which
 //     the runtime requires to be at most 2^31 - 1, so the induction value fits 31 bits;
-//   - an i32 scalar parameter that divides a non-negative index (t / pos_div) is recorded as
-//     required to be >= 1 (LaunchShape::positiveParams): the division is unsigned, and a zero or
-//     negative divisor is refused at launch instead of computing garbage.
+//   - an integer scalar parameter that divides (t / pos_div) is recorded as required to be >= 1
+//     (LaunchShape::positiveParams): a zero or negative divisor is refused at launch instead of
+//     computing garbage, and an i32 one dividing a non-negative index divides unsigned;
+//   - so is a runtime size that divides (`% S`, LaunchShape::positiveDims), wherever rows run: an
+//     empty rotary table with tokens to rotate would be indexed by a division by zero.
 #include <algorithm>
 #include <cstdint>
 
@@ -34,7 +36,8 @@ KernelEmitter::IntRange KernelEmitter::intRange(int id) const {
   switch (op.code) {
     case OpCode::RowIndex:
     case OpCode::DimArg: return IntRange::NonNegI32;
-    case OpCode::ScalarArg: return positiveParams_.count(op.param) ? IntRange::NonNegI32 : own;
+    case OpCode::ScalarArg:  // an i32 the launch requires >= 1 (a divisor) fits 31 bits
+      return op.type.elem == Dtype::I32 && positiveParams_.count(op.param) ? IntRange::NonNegI32 : own;
     case OpCode::ForBegin: {
       const int start = op.operands[0], end = op.operands[1], step = op.operands[2];
       if (intRange(start) != IntRange::NonNegI32 || intRange(step) != IntRange::NonNegI32) return own;
@@ -87,13 +90,15 @@ void KernelEmitter::planIndexRanges() {
   // In KIR order, which is the order values are defined in: a divisor found positive here
   // already counts for the dividends of later divisions.
   for (const kir::Op& op : k_.ops) {
-    if ((op.code == OpCode::Div || op.code == OpCode::Rem) && !op.type.isVector() && kir::isInt(op.type.elem)) {
+    if ((op.code == OpCode::Div || op.code == OpCode::Rem) && kir::isInt(op.type.elem)) {
       int divisor = op.operands[1];
       while (k_.ops[divisor].code == OpCode::Cast && kir::isInt(k_.ops[k_.ops[divisor].operands[0]].type.elem))
         divisor = k_.ops[divisor].operands[0];
+      // Whatever the dividend (a vector's elements too): a zero divisor would make the quotient
+      // garbage (`% S` with S = 0 indexes a table by it), a negative one is no index math.
       const kir::Op& d = k_.ops[divisor];
-      if (d.code == OpCode::ScalarArg && d.type.elem == Dtype::I32 && intRange(op.operands[0]) == IntRange::NonNegI32)
-        positiveParams_.insert(d.param);
+      if (d.code == OpCode::ScalarArg) positiveParams_.insert(d.param);
+      if (d.code == OpCode::DimArg) positiveDims_.insert(int(d.ival));
     }
   }
   for (size_t i = 0; i < k_.ops.size(); ++i) {

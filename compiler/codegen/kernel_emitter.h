@@ -419,6 +419,7 @@ class KernelEmitter {
   std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)
   std::map<int, int64_t> dimMultiples_;      // runtime dim -> required multiple
   std::set<int> positiveParams_;             // i32 scalar parameters required to be >= 1
+  std::set<int> positiveDims_;               // runtime dims required to be >= 1 (divisors)
   std::vector<std::vector<kir::Dim>> indexBounds_;  // products of sizes required to be <= 2^31 - 1
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
   std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)

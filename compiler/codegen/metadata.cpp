@@ -140,7 +140,8 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
     const std::map<int, int64_t>& multiples = a.param >= 0 ? shape.strideMultiples : shape.dimMultiples;
     if (auto m = multiples.find(a.param >= 0 ? a.param : a.runtimeDim); m != multiples.end() && m->second > 1)
       entry["multiple_of"] = m->second;
-    if (a.param >= 0 && shape.positiveParams.count(a.param)) entry["minimum"] = 1;
+    if (a.param >= 0 ? shape.positiveParams.count(a.param) > 0 : shape.positiveDims.count(a.runtimeDim) > 0)
+      entry["minimum"] = 1;
     abi.push_back(entry);
   }
   j["abi"] = abi;

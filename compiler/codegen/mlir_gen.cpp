@@ -609,6 +609,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   shape.strideMultiples = strideMultiples_;
   shape.dimMultiples = dimMultiples_;
   shape.positiveParams = positiveParams_;
+  shape.positiveDims = positiveDims_;
   shape.indexBounds = indexBounds_;
   return module;
 }

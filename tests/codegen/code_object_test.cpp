@@ -244,11 +244,10 @@ std::pair<std::map<std::string, int64_t>, nlohmann::json> indexRequirements(cons
   return {minimums, metadata.contains("index_bounds") ? metadata["index_bounds"] : nlohmann::json()};
 }
 
-// What the launch must guarantee for a loop's induction value and a divisor to be divided in
-// 32 bits, unsigned, is recorded for the runtime to check: the product of sizes that bounds the
-// loop, and a minimum of 1 for an i32 scalar that divides a non-negative index. A bound that is
-// one size is already checked, a divisor of a value that may be negative is not required to be
-// positive (its division stays signed), and an i64 divisor stays a 64-bit division.
+// What the launch must guarantee for a loop's induction value and a division to be done in 32
+// bits is recorded for the runtime to check: the product of sizes that bounds the loop, and a
+// minimum of 1 for every scalar or size that divides (a zero divisor would make an index of
+// garbage). A bound that is one size is already checked.
 TEST(IndexRanges, TheLaunchGuaranteesAreRecorded) {
   const std::string source = R"(
 kernel loop_case(x: f32[T, H, 8], y: out f32[P, 8], by32: i32, by64: i64)
@@ -276,19 +275,25 @@ kernel single_size_bound(x: f32[T, 8], y: out f32[P, 8], off: i32, div: i32)
 }
 )";
   auto [minimums, bounds] = indexRequirements(testing::inlineKernel(source, "loop_case"));
-  EXPECT_EQ(minimums, (std::map<std::string, int64_t>{{"by32", 1}}));
+  EXPECT_EQ(minimums, (std::map<std::string, int64_t>{{"by32", 1}, {"by64", 1}, {"H", 1}, {"T", 1}}));
   EXPECT_EQ(bounds, nlohmann::json::parse(R"([[{"dim": "T"}, {"dim": "H"}]])"));
-  auto [noMinimums, noBounds] = indexRequirements(testing::inlineKernel(source, "single_size_bound"));
-  EXPECT_TRUE(noMinimums.empty());
+  auto [singleMinimums, noBounds] = indexRequirements(testing::inlineKernel(source, "single_size_bound"));
+  EXPECT_EQ(singleMinimums, (std::map<std::string, int64_t>{{"div", 1}, {"T", 1}}));
   EXPECT_TRUE(noBounds.is_null());
 
-  // The shipped kernels: the backward's row loop and position divisor, the forward's divisor.
+  // The shipped kernels: the backward's row loop, its position divisor and table size; the
+  // forward's (H, a row extent, is divided by as a row digit, not as a division of the kernel);
+  // the packers divide by nothing.
   auto [bwdMinimums, bwdBounds] = indexRequirements(testing::kernelAt("norm_rope.mxk", "norm_rope_bwd", {}));
-  EXPECT_EQ(bwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}}));
+  EXPECT_EQ(bwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"H", 1}, {"S", 1}}));
   EXPECT_EQ(bwdBounds, nlohmann::json::parse(R"([[{"dim": "T"}, {"dim": "H"}]])"));
   auto [fwdMinimums, fwdBounds] = indexRequirements(testing::kernelAt("norm_rope.mxk", "norm_rope_fwd", {}));
-  EXPECT_EQ(fwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}}));
+  EXPECT_EQ(fwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"S", 1}}));
   EXPECT_TRUE(fwdBounds.is_null());
+  auto [prologueMinimums, prologueBounds] =
+      indexRequirements(testing::kernelAt("norm_rope_bwd_pack.mxk", "norm_rope_qkv_bwd_pack", {}));
+  EXPECT_EQ(prologueMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"S", 1}}));
+  EXPECT_TRUE(indexRequirements(testing::kernelAt("mxfp6_pack.mxk", "mxfp6_pack_dual", {})).first.empty());
 }
 
 // By default the scale and shift loads move ahead of the two block reductions (so all three

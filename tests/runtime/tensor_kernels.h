@@ -44,7 +44,7 @@ inline constexpr const char* kLnModulateFwdMetadata = R"({
 ///               weight: bf16[128], rope_cos: f32[S, 64], rope_sin: f32[S, 64],
 ///               y: out bf16[T, H, 128], rstd: out f32[T, H], x_token_stride: i64,
 ///               x_head_stride: i64, pos_div: i32, eps: f32 = 1e-6), rows over (T, H); both
-/// strides multiples of 8 (16-byte vectors of bf16); pos_div >= 1 (it divides the token index).
+/// strides multiples of 8 (16-byte vectors of bf16); pos_div and S >= 1 (the position is (t / pos_div) % S).
 inline constexpr const char* kNormRopeFwdMetadata = R"({
   "kernel": "norm_rope_fwd", "entry": "norm_rope_fwd", "target": "sm_90",
   "abi": [{"kind": "ptr", "name": "x"}, {"kind": "ptr", "name": "weight"},
@@ -53,7 +53,7 @@ inline constexpr const char* kNormRopeFwdMetadata = R"({
           {"kind": "i64", "name": "x_token_stride", "multiple_of": 8},
           {"kind": "i64", "name": "x_head_stride", "multiple_of": 8},
           {"kind": "i32", "name": "pos_div", "minimum": 1}, {"kind": "f32", "name": "eps"},
-          {"kind": "i64", "name": "T"}, {"kind": "i64", "name": "H"}, {"kind": "i64", "name": "S"}],
+          {"kind": "i64", "name": "T"}, {"kind": "i64", "name": "H"}, {"kind": "i64", "name": "S", "minimum": 1}],
   "block": [256, 1, 1], "shared_bytes": 0, "rows_per_program": 4, "alignment": 16,
   "config": {"PREFETCH": 1, "ROWS": 4, "THREADS": 16, "VEC": 8},
   "params": [

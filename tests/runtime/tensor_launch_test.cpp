@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <vector>
 
@@ -332,22 +334,71 @@ TEST_F(NormRopeFwd, RowSpacesAndSizesBeyond32BitsAreRefused) {
   EXPECT_THAT(checkLaunchArgs(md_, raw).message(), HasSubstr("argument 12 'S' is -1"));
 }
 
-// A scalar the kernel divides the token index by, unsigned, must be positive: 0 or a negative
-// value is refused by every launch path instead of reaching the division.
-TEST_F(NormRopeFwd, ADivisorBelowItsMinimumIsRefused) {
+// A scalar the kernel divides the token index by, unsigned, must be positive where rows run: 0 or
+// a negative value is refused by every launch path instead of reaching the division. An empty
+// batch divides nothing (a sequence-major caller passes its batch size, 0, as pos_div).
+TEST_F(NormRopeFwd, ADivisorBelowItsMinimumIsRefusedWhereRowsRun) {
   for (int32_t bad : {0, -2}) {
+    const std::string refused = "kernel norm_rope_fwd: argument 8 'pos_div' is " + std::to_string(bad) +
+                                ", must be >= 1 (the kernel divides indices by it)";
     std::vector<ParamArg> p = args();
     p[8] = LaunchArg::i32(bad);
-    EXPECT_EQ(error(p), "kernel norm_rope_fwd: argument 'pos_div' (8) is " + std::to_string(bad) +
-                            ", must be >= 1 (the kernel divides indices by it)");
+    EXPECT_EQ(error(p), refused);
     auto prepared = prepareLaunch(md_, args());
     ASSERT_TRUE(prepared.isOk()) << prepared.status().message();
     std::vector<LaunchArg> raw = prepared->args;
     raw[8] = LaunchArg::i32(bad);
-    EXPECT_EQ(checkLaunchArgs(md_, raw).message(),
-              "kernel norm_rope_fwd: argument 8 'pos_div' is " + std::to_string(bad) +
-                  ", must be >= 1 (the kernel divides indices by it)");
+    EXPECT_EQ(checkLaunchArgs(md_, raw).message(), refused);
+    raw[10] = LaunchArg::i64(0);  // T = 0
+    Status empty = checkLaunchArgs(md_, raw);
+    EXPECT_TRUE(empty.isOk()) << empty.message();
   }
+}
+
+// A size the kernel divides by (the rotary table's S: the position is (t / pos_div) % S) must be
+// at least 1 where rows run; an empty batch may still pass an empty table.
+TEST_F(NormRopeFwd, ASizeItDividesByMustBePositiveWhereRowsRun) {
+  const std::string refused = "kernel norm_rope_fwd: argument 12 'S' is 0, must be >= 1 (the kernel divides "
+                              "indices by it)";
+  std::vector<ParamArg> p = args();
+  p[2] = tensor(2, Dtype::F32, {0, 64});
+  p[3] = tensor(3, Dtype::F32, {0, 64});
+  EXPECT_EQ(error(p), refused);
+  auto prepared = prepareLaunch(md_, args());
+  ASSERT_TRUE(prepared.isOk()) << prepared.status().message();
+  std::vector<LaunchArg> raw = prepared->args;
+  raw[12] = LaunchArg::i64(0);
+  EXPECT_EQ(checkLaunchArgs(md_, raw).message(), refused);
+  raw[10] = LaunchArg::i64(0);  // T = 0: no rows, nothing is divided
+  Status empty = checkLaunchArgs(md_, raw);
+  EXPECT_TRUE(empty.isOk()) << empty.message();
+  p[0] = view(0, Dtype::BF16, {0, H, 128}, {3 * H * 128, 128, 1});
+  p[4] = tensor(4, Dtype::BF16, {0, H, 128});
+  p[5] = tensor(5, Dtype::F32, {0, H});
+  auto emptyBatch = prepareLaunch(md_, p);
+  ASSERT_TRUE(emptyBatch.isOk()) << emptyBatch.status().message();
+  EXPECT_EQ(emptyBatch->rows, 0);
+}
+
+// Without a signature the runtime cannot tell sizes from scalars, nor an empty launch: every
+// minimum holds on every launch.
+TEST(CheckLaunchArgs, WithoutASignatureMinimumsHoldAlways) {
+  nlohmann::json j = nlohmann::json::parse(testing::kNormRopeFwdMetadata);
+  j.erase("params");
+  j.erase("rows");
+  KernelMetadata md = parsed(j.dump().c_str());
+  ASSERT_FALSE(md.signature.has_value());
+  std::vector<LaunchArg> raw;
+  for (int i = 0; i < 6; ++i) raw.push_back(LaunchArg::pointer(address(i)));
+  for (int64_t v : {int64_t{256}, int64_t{128}}) raw.push_back(LaunchArg::i64(v));
+  raw.push_back(LaunchArg::i32(1));
+  raw.push_back(LaunchArg::f32(1e-6f));
+  for (int64_t v : {int64_t{0}, int64_t{2}, int64_t{7}}) raw.push_back(LaunchArg::i64(v));  // T = 0
+  Status status = checkLaunchArgs(md, raw);
+  EXPECT_TRUE(status.isOk()) << status.message();
+  raw[8] = LaunchArg::i32(0);
+  EXPECT_EQ(checkLaunchArgs(md, raw).message(),
+            "kernel norm_rope_fwd: argument 8 'pos_div' is 0, must be >= 1 (the kernel divides indices by it)");
 }
 
 // A loop bound the generated code counts up to in 32 bits (index_bounds: a backward's
@@ -370,7 +421,7 @@ TEST(PrepareLaunch, LoopBoundsBeyond32BitsAreRefused) {
   const std::string refused = "kernel norm_rope_fwd: the loop bound T * H = 65536 * 32768 exceeds 2^31 - 1 "
                               "(the generated code counts the loop's trips in 32 bits)";
   EXPECT_EQ(checkLaunchArgs(md, raw).message(), refused);
-  EXPECT_EQ(checkIndexBounds(md, raw).message(), refused);
+  EXPECT_EQ(checkLaunchSizes(md, raw).message(), refused);
   // From tensors: the same refusal before any launch (T = 65536 rows fit on their own).
   std::vector<ParamArg> p = {view(0, Dtype::BF16, {65536, 32768, 128}, {32768 * 128, 128, 1}),
                              tensor(1, Dtype::BF16, {128}),
