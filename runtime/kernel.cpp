@@ -76,6 +76,17 @@ bool productExceedsIndex(const std::vector<int64_t>& values) {
   return false;
 }
 
+/// The same for the product of `sizes` among the raw arguments, without allocating (this runs on
+/// every launch of a kernel with index bounds).
+bool productExceedsIndex(const KernelSignature& sig, std::span<const LaunchArg> args,
+                         const std::vector<SizeSpec>& sizes) {
+  int64_t product = 1;
+  for (const SizeSpec& size : sizes)
+    if (__builtin_mul_overflow(product, sizeValue(sig, args, size), &product) || product > kMaxIndex)
+      return true;
+  return false;
+}
+
 /// "T * H = 65536 * 32768", for a product of sizes that is too large (built only on failure).
 std::string productText(const std::vector<SizeSpec>& sizes, const std::vector<int64_t>& values) {
   std::string names, numbers;
@@ -162,10 +173,10 @@ Status checkLaunchSizes(const KernelMetadata& metadata, std::span<const LaunchAr
       return withKernel(metadata, Status::error("argument " + std::to_string(i) + " '" + spec.name + "' " +
                                                 belowMinimum(value, spec.minimum)));
   }
-  for (const std::vector<SizeSpec>& bound : sig.indexBounds) {
-    std::vector<int64_t> factors = sizeValues(sig, args, bound);  // each carried (parseSignature)
-    if (productExceedsIndex(factors))
-      return withKernel(metadata, Status::error("the loop bound " + productText(bound, factors) +
+  for (const std::vector<SizeSpec>& bound : sig.indexBounds) {  // each size carried (parseSignature)
+    if (productExceedsIndex(sig, args, bound))
+      return withKernel(metadata, Status::error("the loop bound " +
+                                                productText(bound, sizeValues(sig, args, bound)) +
                                                 " exceeds 2^31 - 1 (the generated code counts the "
                                                 "loop's trips in 32 bits)"));
   }

@@ -376,13 +376,15 @@ Expected<std::optional<KernelSignature>> parseSignature(const json& object,
   RETURN_IF_ERROR(resolveStrideParams(signature));
   if (!rowsIt->is_array()) return fieldError("rows", "must be an array, " + got(*rowsIt));
   size_t dimsOfParams = signature.runtimeDims.size();
+  // A launch learns runtime sizes from the tensors' shapes only.
+  auto sizeOfParams = [&](const json& entry, const std::string& field) -> Expected<SizeSpec> {
+    ASSIGN_OR_RETURN(SizeSpec size, parseSize(entry, field, signature.runtimeDims));
+    if (!size.isConstant() && size.runtimeDim >= static_cast<int>(dimsOfParams))
+      return fieldError(field + ".dim", "is '" + size.name + "', which is the size of no tensor parameter");
+    return size;
+  };
   for (size_t i = 0; i < rowsIt->size(); ++i) {
-    std::string field = "rows[" + std::to_string(i) + "]";
-    ASSIGN_OR_RETURN(SizeSpec extent, parseSize((*rowsIt)[i], field, signature.runtimeDims));
-    // A launch learns runtime sizes from the tensors' shapes only.
-    if (!extent.isConstant() && extent.runtimeDim >= static_cast<int>(dimsOfParams))
-      return fieldError(field + ".dim",
-                        "is '" + extent.name + "', which is the size of no tensor parameter");
+    ASSIGN_OR_RETURN(SizeSpec extent, sizeOfParams((*rowsIt)[i], "rows[" + std::to_string(i) + "]"));
     signature.rows.push_back(std::move(extent));
   }
   if (auto boundsIt = object.find("index_bounds"); boundsIt != object.end()) {
@@ -394,11 +396,7 @@ Expected<std::optional<KernelSignature>> parseSignature(const json& object,
         return fieldError(field, "must be a non-empty array of sizes, " + got(product));
       std::vector<SizeSpec> factors;
       for (size_t f = 0; f < product.size(); ++f) {
-        std::string factorField = field + "[" + std::to_string(f) + "]";
-        ASSIGN_OR_RETURN(SizeSpec factor, parseSize(product[f], factorField, signature.runtimeDims));
-        if (!factor.isConstant() && factor.runtimeDim >= static_cast<int>(dimsOfParams))
-          return fieldError(factorField + ".dim",
-                            "is '" + factor.name + "', which is the size of no tensor parameter");
+        ASSIGN_OR_RETURN(SizeSpec factor, sizeOfParams(product[f], field + "[" + std::to_string(f) + "]"));
         factors.push_back(std::move(factor));
       }
       signature.indexBounds.push_back(std::move(factors));

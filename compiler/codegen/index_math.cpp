@@ -8,7 +8,7 @@
 // so row indices, their digits and the sizes fit 31 bits, and a division among such values (or
 // i32 scalars) is exact in 32 bits.
 //
-// Two more facts the launch checks, so that loops and positions divide in 32 bits as rows do
+// More facts the launch checks, so that loops and positions divide in 32 bits as rows do
 // (norm_rope_bwd's `for r in j .. T * H step P` took four 64-bit divisions per trip, each a
 // branch around a call, and ptxas kept the next trip's loads behind them):
 //   - a loop that counts from a non-negative start by a non-negative step up to a product of
@@ -87,8 +87,6 @@ std::optional<std::vector<kir::Dim>> KernelEmitter::boundFactors(int id) const {
 }
 
 void KernelEmitter::planIndexRanges() {
-  // In KIR order, which is the order values are defined in: a divisor found positive here
-  // already counts for the dividends of later divisions.
   for (const kir::Op& op : k_.ops) {
     if ((op.code == OpCode::Div || op.code == OpCode::Rem) && kir::isInt(op.type.elem)) {
       int divisor = op.operands[1];

@@ -309,7 +309,7 @@ class KernelEmitter {
   /// such as T * H); nullopt otherwise.
   std::optional<std::vector<kir::Dim>> boundFactors(int id) const;
   /// What the launch is asked to guarantee so that more indices fit 31 bits (index_math.cpp):
-  /// positiveParams_ and indexBounds_. Before any emission.
+  /// positiveParams_, positiveDims_ and indexBounds_. Before any emission.
   void planIndexRanges();
   /// Whether a division or remainder of operands in these ranges is exact in 32 bits.
   static bool narrowDivision(IntRange a, IntRange b);
@@ -418,7 +418,7 @@ class KernelEmitter {
   std::vector<RegValue> values_;
   std::map<int, int64_t> strideMultiples_;   // stride parameter -> required multiple (elements)
   std::map<int, int64_t> dimMultiples_;      // runtime dim -> required multiple
-  std::set<int> positiveParams_;             // i32 scalar parameters required to be >= 1
+  std::set<int> positiveParams_;             // integer scalar parameters required to be >= 1 (divisors)
   std::set<int> positiveDims_;               // runtime dims required to be >= 1 (divisors)
   std::vector<std::vector<kir::Dim>> indexBounds_;  // products of sizes required to be <= 2^31 - 1
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers

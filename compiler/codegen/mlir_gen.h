@@ -28,7 +28,7 @@ struct LaunchShape {
   int pointerAlignment = 0; // bytes every tensor pointer must be aligned to
   std::map<int, int64_t> strideMultiples;  // stride parameter -> the multiple its value must be
   std::map<int, int64_t> dimMultiples;     // runtime dim -> the multiple its value must be
-  std::set<int> positiveParams;            // i32 scalar parameters that must be >= 1 (divisors of indices)
+  std::set<int> positiveParams;            // integer scalar parameters that must be >= 1 where rows run (divisors)
   std::set<int> positiveDims;              // runtime dims that must be >= 1 where rows run (divisors)
   std::vector<std::vector<kir::Dim>> indexBounds;  // products of sizes that must be <= 2^31 - 1 (loop bounds)
   bool waitsForPreviousGrid = false;       // waits for the stream's previous grid before any access

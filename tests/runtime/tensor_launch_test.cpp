@@ -334,6 +334,18 @@ TEST_F(NormRopeFwd, RowSpacesAndSizesBeyond32BitsAreRefused) {
   EXPECT_THAT(checkLaunchArgs(md_, raw).message(), HasSubstr("argument 12 'S' is -1"));
 }
 
+/// Raw arguments of kNormRopeFwdMetadata's ABI: six aligned pointers, strides 256 and 128,
+/// pos_div 1, eps, and the sizes T, H, S.
+std::vector<LaunchArg> rawNormRopeFwdArgs(int64_t T, int64_t H, int64_t S) {
+  std::vector<LaunchArg> raw;
+  for (int i = 0; i < 6; ++i) raw.push_back(LaunchArg::pointer(address(i)));
+  for (int64_t v : {int64_t{256}, int64_t{128}}) raw.push_back(LaunchArg::i64(v));
+  raw.push_back(LaunchArg::i32(1));
+  raw.push_back(LaunchArg::f32(1e-6f));
+  for (int64_t v : {T, H, S}) raw.push_back(LaunchArg::i64(v));
+  return raw;
+}
+
 // A scalar the kernel divides the token index by, unsigned, must be positive where rows run: 0 or
 // a negative value is refused by every launch path instead of reaching the division. An empty
 // batch divides nothing (a sequence-major caller passes its batch size, 0, as pos_div).
@@ -388,12 +400,7 @@ TEST(CheckLaunchArgs, WithoutASignatureMinimumsHoldAlways) {
   j.erase("rows");
   KernelMetadata md = parsed(j.dump().c_str());
   ASSERT_FALSE(md.signature.has_value());
-  std::vector<LaunchArg> raw;
-  for (int i = 0; i < 6; ++i) raw.push_back(LaunchArg::pointer(address(i)));
-  for (int64_t v : {int64_t{256}, int64_t{128}}) raw.push_back(LaunchArg::i64(v));
-  raw.push_back(LaunchArg::i32(1));
-  raw.push_back(LaunchArg::f32(1e-6f));
-  for (int64_t v : {int64_t{0}, int64_t{2}, int64_t{7}}) raw.push_back(LaunchArg::i64(v));  // T = 0
+  std::vector<LaunchArg> raw = rawNormRopeFwdArgs(0, 2, 7);  // T = 0
   Status status = checkLaunchArgs(md, raw);
   EXPECT_TRUE(status.isOk()) << status.message();
   raw[8] = LaunchArg::i32(0);
@@ -409,12 +416,7 @@ TEST(PrepareLaunch, LoopBoundsBeyond32BitsAreRefused) {
                R"("rows": [{"dim": "T"}], "index_bounds": [[{"dim": "T"}, {"dim": "H"}]])");
   KernelMetadata md = parsed(json.c_str());
   ASSERT_TRUE(md.signature.has_value());
-  std::vector<LaunchArg> raw;
-  for (int i = 0; i < 6; ++i) raw.push_back(LaunchArg::pointer(address(i)));
-  for (int64_t v : {int64_t{256}, int64_t{128}}) raw.push_back(LaunchArg::i64(v));
-  raw.push_back(LaunchArg::i32(1));
-  raw.push_back(LaunchArg::f32(1e-6f));
-  for (int64_t v : {int64_t{65536}, int64_t{32767}, int64_t{7}}) raw.push_back(LaunchArg::i64(v));
+  std::vector<LaunchArg> raw = rawNormRopeFwdArgs(65536, 32767, 7);
   Status status = checkLaunchArgs(md, raw);
   EXPECT_TRUE(status.isOk()) << status.message();  // 65536 * 32767 < 2^31
   raw[11] = LaunchArg::i64(32768);
@@ -444,12 +446,7 @@ TEST(PrepareLaunch, AnEmptyRowSpaceIsNotTooManyRows) {
   json.replace(json.find(R"("rows": [{"dim": "T"}, {"dim": "H"}])"), 36,
                R"("rows": [{"dim": "T"}, {"dim": "H"}, {"dim": "S"}])");
   KernelMetadata md = parsed(json.c_str());
-  std::vector<LaunchArg> raw;
-  for (int i = 0; i < 6; ++i) raw.push_back(LaunchArg::pointer(address(i)));
-  for (int64_t v : {int64_t{256}, int64_t{128}}) raw.push_back(LaunchArg::i64(v));
-  raw.push_back(LaunchArg::i32(1));
-  raw.push_back(LaunchArg::f32(1e-6f));
-  for (int64_t v : {int64_t{65536}, int64_t{65536}, int64_t{0}}) raw.push_back(LaunchArg::i64(v));
+  std::vector<LaunchArg> raw = rawNormRopeFwdArgs(65536, 65536, 0);
   Status status = checkLaunchArgs(md, raw);
   EXPECT_TRUE(status.isOk()) << status.message();
   raw[12] = LaunchArg::i64(1);
