@@ -160,13 +160,19 @@ def read_metadata(metadata_path):
     return text, json.loads(text)
 
 
+def passed_abi(metadata):
+    """The ABI arguments a launch passes: all but the "derived" ones (a runtime divisor's
+    multiplier and shift), which the runtime computes and appends."""
+    return [a for a in metadata["abi"] if "derived" not in a]
+
+
 def pack_args(metadata, values):
     """An mxrt_arg array in the metadata's ABI order, each taken by name from `values`.
 
     Names missing from `values` raise (a silent default would launch garbage); extra names are
     ignored, so callers can pass every dimension they know whether or not this build's ABI has it.
     """
-    abi = metadata["abi"]
+    abi = passed_abi(metadata)
     missing = [a["name"] for a in abi if a["name"] not in values]
     if missing:
         raise KeyError(f"kernel {metadata['kernel']}: no value for ABI argument(s) {', '.join(missing)}")
@@ -316,7 +322,7 @@ class Kernel:
         """The same checks once, giving (args, grid) for launch(), so a timing loop pays only for
         the raw launch. grid[0] == 0 (an empty row space) means there is nothing to launch."""
         params = pack_params(self.metadata, args, values)
-        raw = (MxrtArg * len(self.metadata["abi"]))()
+        raw = (MxrtArg * len(passed_abi(self.metadata)))()
         count, grid = ctypes.c_size_t(), Grid()
         self.rt.check(self.rt.lib.mxrt_kernel_prepare_tensors(self.handle, params, len(params), raw, len(raw),
                                                               ctypes.byref(count), grid),

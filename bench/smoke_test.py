@@ -181,11 +181,16 @@ def metadata_packs(folder):
     objects = mxfp6rt.find_code_objects(folder, recursive=True)
     assert objects, f"no code objects in {folder}"
     for path, meta in objects:
-        values = {a["name"]: 256 if a["kind"] == "ptr" else 3 for a in meta["abi"]}
+        passed = mxfp6rt.passed_abi(meta)
+        # The derived arguments (the runtime computes them) come last, each of an earlier one.
+        assert meta["abi"][:len(passed)] == passed, path
+        for a in meta["abi"][len(passed):]:
+            assert a["kind"] == "i32" and a["of"] in {p["name"] for p in passed}, (path, a)
+        values = {a["name"]: 256 if a["kind"] == "ptr" else 3 for a in passed}
         args = mxfp6rt.pack_args(meta, values)
-        assert [a.kind for a in args] == [mxfp6rt.ARG_KINDS[a["kind"]] for a in meta["abi"]], path
+        assert [a.kind for a in args] == [mxfp6rt.ARG_KINDS[a["kind"]] for a in passed], path
         assert meta["rows_per_program"] >= 1, path
-        values.pop(meta["abi"][0]["name"])
+        values.pop(passed[0]["name"])
         try:
             mxfp6rt.pack_args(meta, values)
             raise AssertionError("a missing ABI value must raise")
@@ -250,7 +255,16 @@ def tensors_through_fake_driver(lib, fake_driver, folder):
     assert not meta["waits_for_previous_grid"] and dev.overlaps_launches and not record.overlaps_previous
     params = list(record.params[:record.param_count])
     assert params[:6] == [mib * i for i in range(1, 7)], params
-    assert params[6] == T and params[8:] == [T, B], params
+    assert params[6] == T and params[8:10] == [T, B], params
+    # Then the runtime's multiplier and shift of each divisor (sample_div, B), which must divide
+    # like the integer division they replace.
+    derived = [a for a in meta["abi"] if "derived" in a]
+    assert [(a["derived"], a["of"]) for a in derived] == [("divisor_multiplier", "sample_div"), ("divisor_shift", "sample_div"),
+                                                          ("divisor_multiplier", "B"), ("divisor_shift", "B")], derived
+    for d, (m, l) in zip([T, B], zip(params[10::2], params[11::2])):
+        for n in [*range(0, 4 * d + 3), 2**31 - 1, 2**31 - 2, 1234567890]:
+            assert (((m * n) >> 32) + n) >> l == n // d, (d, m, l, n)
+    assert len(params) == 14, params
     assert abs(ctypes.c_float.from_buffer_copy(ctypes.c_uint32(params[7])).value - 1e-6) < 1e-12
     try:
         k.launch_tensors(x, FakeTensor("f32", (B, D), 2 * mib), shift, y, mean, rstd, sample_div=T)

@@ -160,7 +160,30 @@ Status checkArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args
   return checkIndexRange(metadata, args, empty);
 }
 
+/// The value of a derived argument for the arguments `args` (checked: rows run, so the divisor is
+/// at least its minimum of 1).
+int32_t derivedValue(const DerivedArg& arg, std::span<const LaunchArg> args) {
+  const LaunchArg& source = args[arg.source];
+  int64_t d = source.kind == ArgKind::I32 ? source.value.i32 : source.value.i64;
+  uint32_t value = arg.kind == DerivedArg::Kind::DivisorMultiplier ? divisorMultiplier(d) : divisorShift(d);
+  return static_cast<int32_t>(value);
+}
+
 }  // namespace
+
+uint32_t divisorShift(int64_t d) {
+  if (d < 1 || d > kMaxIndex) return 0;
+  uint32_t l = 0;
+  while ((int64_t{1} << l) < d) ++l;
+  return l;
+}
+
+uint32_t divisorMultiplier(int64_t d) {
+  if (d < 1 || d > kMaxIndex) return 0;
+  // 2^l - d < d, so the quotient is below 2^32 - 1; the product is below 2^63.
+  uint64_t excess = (uint64_t{1} << divisorShift(d)) - uint64_t(d);
+  return static_cast<uint32_t>((excess << 32) / uint64_t(d) + 1);
+}
 
 Status checkLaunchSizes(const KernelMetadata& metadata, std::span<const LaunchArg> args) {
   if (!metadata.signature) return Status::ok();
@@ -233,17 +256,28 @@ Status LoadedKernel::launch(const std::array<uint32_t, 3>& grid, void* stream,
   // would be row -1: nothing is launched, whatever the grid.
   if (empty) return Status::ok();
   // The driver wants a pointer to each argument's value; every member of the union starts at its
-  // first byte, so the value itself serves. Kernels have few arguments: no heap on this path.
+  // first byte, so the value itself serves. The derived arguments follow the caller's. Kernels
+  // have few arguments: no heap on this path.
   constexpr size_t kInline = 32;
+  const size_t count = args.size() + metadata_.derived.size();
   void* inlineParams[kInline];
+  int32_t inlineDerived[kInline];
   std::vector<void*> heapParams;
+  std::vector<int32_t> heapDerived;
   void** params = inlineParams;
-  if (args.size() > kInline) {
-    heapParams.resize(args.size());
+  int32_t* derived = inlineDerived;
+  if (count > kInline) {
+    heapParams.resize(count);
+    heapDerived.resize(metadata_.derived.size());
     params = heapParams.data();
+    derived = heapDerived.data();
   }
   for (size_t i = 0; i < args.size(); ++i)
     params[i] = const_cast<LaunchArg::Value*>(&args[i].value);
+  for (size_t k = 0; k < metadata_.derived.size(); ++k) {
+    derived[k] = derivedValue(metadata_.derived[k], args);
+    params[args.size() + k] = &derived[k];
+  }
   return withKernel(metadata_, driver_->launch(function_, grid, metadata_.block,
                                                metadata_.sharedBytes, stream, params,
                                                metadata_.waitsForPreviousGrid));

@@ -91,7 +91,29 @@ Expected<ArgKind> parseArgKind(const std::string& text, const std::string& field
   return fieldError(field, "is '" + text + "', expected ptr, i32, i64 or f32");
 }
 
-Expected<std::vector<ArgSpec>> parseAbi(const json& object) {
+/// A derived entry of "abi" (runtime.h, DerivedArg): `specs` are the entries before it.
+Expected<DerivedArg> parseDerivedArg(const json& entry, const std::string& field, ArgKind kind,
+                                     std::string name, const std::vector<ArgSpec>& specs) {
+  ASSIGN_OR_RETURN(std::string what, nonEmptyString(entry["derived"], field + ".derived"));
+  DerivedArg arg;
+  arg.name = std::move(name);
+  if (what == "divisor_multiplier") arg.kind = DerivedArg::Kind::DivisorMultiplier;
+  else if (what == "divisor_shift") arg.kind = DerivedArg::Kind::DivisorShift;
+  else return fieldError(field + ".derived", "is '" + what + "', expected divisor_multiplier or divisor_shift");
+  if (kind != ArgKind::I32) return fieldError(field + ".kind", "of a derived argument must be i32");
+  ASSIGN_OR_RETURN(const json* ofValue, requireField(entry, "of", field + ".of"));
+  ASSIGN_OR_RETURN(std::string of, nonEmptyString(*ofValue, field + ".of"));
+  auto source = std::find_if(specs.begin(), specs.end(), [&](const ArgSpec& s) { return s.name == of; });
+  if (source == specs.end())
+    return fieldError(field + ".of", "is '" + of + "', which names no argument before it");
+  // The multiplier is defined for divisors >= 1: the launch must refuse the others.
+  if ((source->kind != ArgKind::I32 && source->kind != ArgKind::I64) || source->minimum < 1)
+    return fieldError(field + ".of", "'" + of + "' must be an i32/i64 argument with a minimum >= 1");
+  arg.source = size_t(source - specs.begin());
+  return arg;
+}
+
+Expected<std::vector<ArgSpec>> parseAbi(const json& object, std::vector<DerivedArg>& derived) {
   ASSIGN_OR_RETURN(const json* abi, requireField(object, "abi"));
   if (!abi->is_array()) return fieldError("abi", "must be an array, " + got(*abi));
   std::vector<ArgSpec> specs;
@@ -105,6 +127,12 @@ Expected<std::vector<ArgSpec>> parseAbi(const json& object) {
     ASSIGN_OR_RETURN(ArgKind kind, parseArgKind(kindText, field + ".kind"));
     ASSIGN_OR_RETURN(const json* name, requireField(entry, "name", field + ".name"));
     ASSIGN_OR_RETURN(std::string nameText, nonEmptyString(*name, field + ".name"));
+    if (entry.contains("derived")) {
+      ASSIGN_OR_RETURN(DerivedArg arg, parseDerivedArg(entry, field, kind, std::move(nameText), specs));
+      derived.push_back(std::move(arg));
+      continue;
+    }
+    if (!derived.empty()) return fieldError(field, "follows a derived argument; derived arguments come last");
     int64_t multipleOf = 1;
     if (auto m = entry.find("multiple_of"); m != entry.end()) {
       ASSIGN_OR_RETURN(multipleOf, integerInRange(*m, field + ".multiple_of", 1, int64_t{1} << 30));
@@ -474,7 +502,7 @@ Expected<KernelMetadata> parseKernelMetadata(std::string_view text) {
   if (!isKnownTargetSpelling(md.target))
     return fieldError("target", "is '" + md.target +
                                     "', expected sm_<N> or gfx<N> (e.g. sm_90, gfx942, gfx950)");
-  ASSIGN_OR_RETURN(md.abi, parseAbi(root));
+  ASSIGN_OR_RETURN(md.abi, parseAbi(root, md.derived));
   ASSIGN_OR_RETURN(md.block, parseBlock(root));
   ASSIGN_OR_RETURN(int64_t shared,
                    integerField(root, "shared_bytes", 0, std::numeric_limits<uint32_t>::max()));

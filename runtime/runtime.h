@@ -155,6 +155,24 @@ struct ArgSpec {
   int64_t minimum = std::numeric_limits<int64_t>::min();
 };
 
+/// An argument the runtime computes at every launch from an argument the caller passes, and
+/// passes after all of those (the caller never does): a runtime divisor's multiplier and shift,
+/// with which the kernel divides by it with a multiply-high, an add and a shift
+/// (compiler/codegen/index_math.cpp).
+struct DerivedArg {
+  enum class Kind { DivisorMultiplier, DivisorShift };
+  Kind kind = Kind::DivisorMultiplier;
+  std::string name;
+  size_t source = 0;  // index into KernelMetadata::abi: an i32/i64 argument with a minimum >= 1
+};
+
+/// For a divisor 1 <= d <= 2^31 - 1, with l = ceil(log2 d): multiplier m = floor(2^32 (2^l - d) / d)
+/// + 1 and shift l, so that n / d = (mulhi(m, n) + n) >> l for every 0 <= n < 2^31 (Granlund and
+/// Montgomery 1994, theorem 4.2; mulhi is the high 32 bits of the 64-bit product; the sum does not
+/// wrap for such n). Both 0 for any other d, which no launch divides by (its minimum is 1).
+uint32_t divisorMultiplier(int64_t d);
+uint32_t divisorShift(int64_t d);
+
 /// A tensor dimension or a row extent: a compile-time size, or a runtime size that is the same
 /// wherever its name appears (every use of "T" in one launch is one value).
 struct SizeSpec {
@@ -213,7 +231,13 @@ struct KernelSignature {
 ///     "abi": [{"kind": "ptr", "name": "x"}, {"kind": "f32", "name": "eps"}, ...],
 ///                                           // launch arguments in order; kind ptr|i32|i64|f32;
 ///                                           // optional "multiple_of": n and "minimum": n on
-///                                           // i32/i64 arguments
+///                                           // i32/i64 arguments. Last, the derived ones (i32):
+///                                           // {"kind": "i32", "name": "divisor_shift(H)",
+///                                           //  "derived": "divisor_multiplier"|"divisor_shift",
+///                                           //  "of": "H"}, "of" naming an earlier i32/i64
+///                                           // argument with "minimum" >= 1; the caller passes
+///                                           // the others (KernelMetadata::abi), the runtime
+///                                           // computes these (KernelMetadata::derived)
 ///     "block": [256, 1, 1],                 // threads per block, each >= 1, product <= 1024
 ///     "shared_bytes": 0,                    // DYNAMIC shared memory per block passed at launch
 ///                                           // (0 when the kernel only uses static shared memory)
@@ -246,7 +270,8 @@ struct KernelMetadata {
   std::string kernel;
   std::string entry;
   std::string target;
-  std::vector<ArgSpec> abi;
+  std::vector<ArgSpec> abi;        // the arguments a launch takes
+  std::vector<DerivedArg> derived; // passed after them, computed by the runtime at every launch
   std::array<uint32_t, 3> block = {1, 1, 1};
   uint32_t sharedBytes = 0;
   int64_t rowsPerProgram = 1;

@@ -19,8 +19,18 @@
 //     computing garbage, and an i32 one dividing a non-negative index divides unsigned;
 //   - so is a runtime size that divides (`% S`, LaunchShape::positiveDims), wherever rows run: an
 //     empty rotary table with tokens to rotate would be indexed by a division by zero.
+//
+// A 32-bit division by a runtime value is still about a dozen instructions (the divisor's
+// reciprocal in floating point, a multiply-high, two corrections), and a row's position takes
+// up to three in a chain before its first load (t and h of the row, t / pos_div, % S). Dividing
+// by a constant is a multiply-high, an add and a shift; so is dividing by a runtime divisor
+// whose multiplier and shift the runtime computes once per launch (Granlund and Montgomery,
+// "Division by invariant integers using multiplication", 1994, section 4) and passes after the
+// ABI's arguments (LaunchShape::magicDivisors; runtime.h, DerivedArg). Every unsigned 32-bit
+// division by a scalar parameter or runtime size gets them.
 #include <algorithm>
 #include <cstdint>
+#include <set>
 
 #include "compiler/codegen/kernel_emitter.h"
 
@@ -86,15 +96,19 @@ std::optional<std::vector<kir::Dim>> KernelEmitter::boundFactors(int id) const {
   }
 }
 
+/// The op a divisor's value comes from, through integer casts.
+static const kir::Op& divisorRoot(const kir::Kernel& k, int id) {
+  while (k.ops[id].code == OpCode::Cast && kir::isInt(k.ops[k.ops[id].operands[0]].type.elem))
+    id = k.ops[id].operands[0];
+  return k.ops[id];
+}
+
 void KernelEmitter::planIndexRanges() {
   for (const kir::Op& op : k_.ops) {
     if ((op.code == OpCode::Div || op.code == OpCode::Rem) && kir::isInt(op.type.elem)) {
-      int divisor = op.operands[1];
-      while (k_.ops[divisor].code == OpCode::Cast && kir::isInt(k_.ops[k_.ops[divisor].operands[0]].type.elem))
-        divisor = k_.ops[divisor].operands[0];
       // Whatever the dividend (a vector's elements too): a zero divisor would make the quotient
       // garbage (`% S` with S = 0 indexes a table by it), a negative one is no index math.
-      const kir::Op& d = k_.ops[divisor];
+      const kir::Op& d = divisorRoot(k_, op.operands[1]);
       if (d.code == OpCode::ScalarArg) positiveParams_.insert(d.param);
       if (d.code == OpCode::DimArg) positiveDims_.insert(int(d.ival));
     }
@@ -108,6 +122,51 @@ void KernelEmitter::planIndexRanges() {
     if (std::find(indexBounds_.begin(), indexBounds_.end(), factors) == indexBounds_.end())
       indexBounds_.push_back(std::move(factors));
   }
+  planDivisorMagic();
+}
+
+void KernelEmitter::planDivisorMagic() {
+  const std::vector<kir::AbiArg> abi = k_.abi();
+  std::set<int> divisors;  // ABI indices
+  auto addDivisor = [&](int param, int runtimeDim) {
+    for (size_t i = 0; i < abi.size(); ++i)
+      if (param >= 0 ? abi[i].param == param : abi[i].runtimeDim == runtimeDim) divisors.insert(int(i));
+  };
+  for (const kir::Op& op : k_.ops) {
+    if ((op.code != OpCode::Div && op.code != OpCode::Rem) || !kir::isInt(op.type.elem)) continue;
+    // The divisions narrowDivide makes unsigned.
+    if (intRange(op.operands[0]) != IntRange::NonNegI32 || intRange(op.operands[1]) != IntRange::NonNegI32) continue;
+    const kir::Op& d = divisorRoot(k_, op.operands[1]);
+    if (d.code == OpCode::ScalarArg) addDivisor(d.param, -1);
+    if (d.code == OpCode::DimArg) addDivisor(-1, int(d.ival));
+  }
+  // A row's digits divide by the runtime extents after the first (rowDigit). Where rows run those
+  // are at least 1, and the ABI says so.
+  for (size_t v = 1; k_.rowVars.size() > 1 && v < k_.rowDims.size(); ++v) {
+    if (k_.rowDims[v] < 0) continue;
+    positiveDims_.insert(k_.rowDims[v]);
+    addDivisor(-1, k_.rowDims[v]);
+  }
+  magicDivisors_.assign(divisors.begin(), divisors.end());
+}
+
+const KernelEmitter::DivisorMagic* KernelEmitter::divisorMagic(int id) const {
+  const kir::Op& d = divisorRoot(k_, id);
+  const std::map<int, DivisorMagic>* magic = d.code == OpCode::ScalarArg ? &paramMagic_
+                                             : d.code == OpCode::DimArg  ? &dimMagic_
+                                                                         : nullptr;
+  if (!magic) return nullptr;
+  auto it = magic->find(d.code == OpCode::ScalarArg ? d.param : int(d.ival));
+  return it == magic->end() ? nullptr : &it->second;
+}
+
+Value KernelEmitter::magicDivide(Value n, Value d, const DivisorMagic& magic, bool remainder) {
+  // q = (mulhi(multiplier, n) + n) >> shift (runtime.h, divisorMultiplier): mulhi(m, n) < n, so
+  // for n < 2^31 the sum does not wrap. The remainder is n - q * d, which is at most n.
+  Value high = arith::MulUIExtendedOp::create(b_, magic.multiplier, n).getHigh();
+  Value q = arith::ShRUIOp::create(b_, arith::AddIOp::create(b_, high, n), magic.shift);
+  if (!remainder) return q;
+  return arith::SubIOp::create(b_, n, arith::MulIOp::create(b_, q, d));
 }
 
 bool KernelEmitter::narrowDivision(IntRange a, IntRange b) {
@@ -128,7 +187,9 @@ Value KernelEmitter::narrowDivide(const kir::Op& op, Value a, Value b) {
   if (!narrowDivision(ra, rb)) return {};
   bool isUnsigned = ra == IntRange::NonNegI32 && rb == IntRange::NonNegI32;
   Value x = toI32(a), y = toI32(b), r;
-  if (op.code == OpCode::Div)
+  if (const DivisorMagic* magic = isUnsigned ? divisorMagic(op.operands[1]) : nullptr)
+    r = magicDivide(x, y, *magic, op.code == OpCode::Rem);
+  else if (op.code == OpCode::Div)
     r = isUnsigned ? Value(arith::DivUIOp::create(b_, x, y)) : Value(arith::DivSIOp::create(b_, x, y));
   else
     r = isUnsigned ? Value(arith::RemUIOp::create(b_, x, y)) : Value(arith::RemSIOp::create(b_, x, y));
@@ -146,9 +207,16 @@ Value KernelEmitter::rowDigit(Value row, int var) {
   for (int v = var; v < int(k_.rowVars.size()); ++v)
     narrow |= (v > var || var > 0) && k_.rowDims[v] >= 0;
   auto width = [&](Value x) { return narrow ? toI32(x) : x; };
+  // Runtime extents are divided in 32 bits (narrow), by their multipliers (planDivisorMagic).
+  auto divide = [&](Value r, int v, bool remainder) -> Value {
+    Value extent = width(rowExtent(v));
+    if (auto it = dimMagic_.find(k_.rowDims[v]); k_.rowDims[v] >= 0 && it != dimMagic_.end())
+      return magicDivide(r, extent, it->second, remainder);
+    return remainder ? Value(arith::RemUIOp::create(b_, r, extent)) : Value(arith::DivUIOp::create(b_, r, extent));
+  };
   Value r = width(row);
-  for (int v = int(k_.rowVars.size()) - 1; v > var; --v) r = arith::DivUIOp::create(b_, r, width(rowExtent(v)));
-  if (var > 0) r = arith::RemUIOp::create(b_, r, width(rowExtent(var)));
+  for (int v = int(k_.rowVars.size()) - 1; v > var; --v) r = divide(r, v, false);
+  if (var > 0) r = divide(r, var, true);
   return narrow ? Value(arith::ExtUIOp::create(b_, b_.getI64Type(), r)) : r;
 }
 

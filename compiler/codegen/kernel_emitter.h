@@ -309,8 +309,11 @@ class KernelEmitter {
   /// such as T * H); nullopt otherwise.
   std::optional<std::vector<kir::Dim>> boundFactors(int id) const;
   /// What the launch is asked to guarantee so that more indices fit 31 bits (index_math.cpp):
-  /// positiveParams_, positiveDims_ and indexBounds_. Before any emission.
+  /// positiveParams_, positiveDims_ and indexBounds_; and the runtime divisors whose multipliers
+  /// it passes (magicDivisors_). Before any emission.
   void planIndexRanges();
+  /// The unsigned 32-bit divisions by scalar parameters and runtime sizes: magicDivisors_.
+  void planDivisorMagic();
   /// Whether a division or remainder of operands in these ranges is exact in 32 bits.
   static bool narrowDivision(IntRange a, IntRange b);
   Value toI32(Value v);
@@ -320,6 +323,15 @@ class KernelEmitter {
   /// Row variable `var` of the (clamped) flat row index `row`: in 32-bit arithmetic where it
   /// divides by a runtime extent, in 64 bits by constants.
   Value rowDigit(Value row, int var);
+  /// A runtime divisor's multiplier and shift, kernel arguments the runtime derives from it at
+  /// every launch (index_math.cpp).
+  struct DivisorMagic {
+    Value multiplier, shift;
+  };
+  /// The multiplier and shift of the divisor `id` (through integer casts), if it has them.
+  const DivisorMagic* divisorMagic(int id) const;
+  /// n / d, or n % d, for i32 values with 0 <= n < 2^31 and 1 <= d < 2^31, by d's multiplier.
+  Value magicDivide(Value n, Value d, const DivisorMagic& magic, bool remainder);
   /// Alignment in bytes of every chunk access of `op` (slice accesses only).
   int64_t chunkAlignment(const kir::Op& op);
   /// The same for accesses of `accessBytes` at multiples of it along `op`'s contiguous slice
@@ -421,6 +433,9 @@ class KernelEmitter {
   std::set<int> positiveParams_;             // integer scalar parameters required to be >= 1 (divisors)
   std::set<int> positiveDims_;               // runtime dims required to be >= 1 (divisors)
   std::vector<std::vector<kir::Dim>> indexBounds_;  // products of sizes required to be <= 2^31 - 1
+  std::vector<int> magicDivisors_;           // ABI indices of the divisors given multipliers, in order
+  std::map<int, DivisorMagic> paramMagic_;   // scalar parameter -> its multiplier and shift
+  std::map<int, DivisorMagic> dimMagic_;     // runtime dim -> its multiplier and shift
   Block* entryBlock_ = nullptr;              // allocas go here, so LLVM promotes them to registers
   std::map<int, SmallVector<Value>> varSlots_;  // VarInit id -> one alloca per chunk (or scalar)
   SmallVector<Operation*> openLoops_;        // scf.for ops whose ForEnd is still ahead

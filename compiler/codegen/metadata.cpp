@@ -135,7 +135,8 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   j["entry"] = entryName(kernel);
   j["target"] = target.name;
   nlohmann::ordered_json abi = nlohmann::ordered_json::array();
-  for (const kir::AbiArg& a : kernel.abi()) {
+  const std::vector<kir::AbiArg> abiArgs = kernel.abi();
+  for (const kir::AbiArg& a : abiArgs) {
     nlohmann::ordered_json entry = {{"kind", abiKindName(a.kind)}, {"name", a.name}};
     const std::map<int, int64_t>& multiples = a.param >= 0 ? shape.strideMultiples : shape.dimMultiples;
     if (auto m = multiples.find(a.param >= 0 ? a.param : a.runtimeDim); m != multiples.end() && m->second > 1)
@@ -143,6 +144,15 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
     if (a.param >= 0 ? shape.positiveParams.count(a.param) > 0 : shape.positiveDims.count(a.runtimeDim) > 0)
       entry["minimum"] = 1;
     abi.push_back(entry);
+  }
+  // The runtime divisors' multipliers and shifts, which the runtime computes from the divisor's
+  // value at every launch and passes after the arguments above (index_math.cpp). A runtime that
+  // does not know "derived" refuses the metadata (the signature's ABI is params then sizes)
+  // rather than launch the kernel without them.
+  for (int divisor : shape.magicDivisors) {
+    const std::string& of = abiArgs.at(divisor).name;
+    for (const char* derived : {"divisor_multiplier", "divisor_shift"})
+      abi.push_back({{"kind", "i32"}, {"name", std::string(derived) + "(" + of + ")"}, {"derived", derived}, {"of", of}});
   }
   j["abi"] = abi;
   j["block"] = {shape.blockThreads, 1, 1};

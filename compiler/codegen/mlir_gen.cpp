@@ -432,6 +432,8 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
       case kir::AbiKind::F32: argTypes.push_back(b_.getF32Type()); break;
     }
   }
+  // Then each runtime divisor's multiplier and shift, derived by the runtime.
+  for (size_t i = 0; i < 2 * magicDivisors_.size(); ++i) argTypes.push_back(b_.getI32Type());
   SmallVector<Type> workgroup;
   // The reductions' ring of slots, twice where a loop alternates between two (reductions.cpp).
   bool alternating = false;
@@ -535,6 +537,11 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     if (abi[i].param >= 0) paramArgs_[abi[i].param] = entry.getArgument(i);
     else runtimeDimArgs_[abi[i].runtimeDim] = entry.getArgument(i);
   }
+  for (size_t k = 0; k < magicDivisors_.size(); ++k) {
+    const kir::AbiArg& divisor = abi[magicDivisors_[k]];
+    DivisorMagic magic{entry.getArgument(unsigned(abi.size() + 2 * k)), entry.getArgument(unsigned(abi.size() + 2 * k + 1))};
+    (divisor.param >= 0 ? paramMagic_[divisor.param] : dimMagic_[divisor.runtimeDim]) = magic;
+  }
   for (int d : k_.rowDims) {
     if (d >= 0 && !runtimeDimArgs_[d]) {
       emitError(kernelLoc) << "row extent '" << k_.runtimeDims[d] << "' is not a kernel argument";
@@ -611,6 +618,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   shape.positiveParams = positiveParams_;
   shape.positiveDims = positiveDims_;
   shape.indexBounds = indexBounds_;
+  shape.magicDivisors = magicDivisors_;
   return module;
 }
 

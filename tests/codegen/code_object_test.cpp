@@ -110,9 +110,16 @@ TEST_F(LnModulateCodeObject, MetadataDescribesTheLaunch) {
   EXPECT_EQ(j["kernel"], "ln_modulate_fwd");
   EXPECT_EQ(j["entry"], "ln_modulate_fwd");
   EXPECT_EQ(j["target"], "gfx942");
-  std::vector<std::string> kinds;
-  for (const auto& a : j["abi"]) kinds.push_back(a["kind"]);
+  std::vector<std::string> kinds, derived;
+  for (const auto& a : j["abi"]) {
+    if (a.contains("derived")) derived.push_back(a["name"]);
+    else kinds.push_back(a["kind"]);
+  }
   EXPECT_EQ(kinds, (std::vector<std::string>{"ptr", "ptr", "ptr", "ptr", "ptr", "ptr", "i32", "f32", "i64", "i64"}));
+  // The runtime passes the multiplier and shift of each divisor: the sample's index t /
+  // sample_div, wrapped % B.
+  EXPECT_EQ(derived, (std::vector<std::string>{"divisor_multiplier(sample_div)", "divisor_shift(sample_div)",
+                                               "divisor_multiplier(B)", "divisor_shift(B)"}));
   EXPECT_EQ(j["block"], nlohmann::json({384, 1, 1}));
   EXPECT_EQ(j["rows_per_program"], 1);
   EXPECT_EQ(j["alignment"], 16);  // VEC=8 bf16 = 16-byte accesses
@@ -282,18 +289,68 @@ kernel single_size_bound(x: f32[T, 8], y: out f32[P, 8], off: i32, div: i32)
   EXPECT_TRUE(noBounds.is_null());
 
   // The shipped kernels: the backward's row loop, its position divisor and table size; the
-  // forward's (H, a row extent, is divided by as a row digit, not as a division of the kernel);
-  // the packers divide by nothing.
+  // forward's, where H, a row extent after the first, is divided by for the row's digits; the
+  // packers divide by nothing.
   auto [bwdMinimums, bwdBounds] = indexRequirements(testing::kernelAt("norm_rope.mxk", "norm_rope_bwd", {}));
   EXPECT_EQ(bwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"H", 1}, {"S", 1}}));
   EXPECT_EQ(bwdBounds, nlohmann::json::parse(R"([[{"dim": "T"}, {"dim": "H"}]])"));
   auto [fwdMinimums, fwdBounds] = indexRequirements(testing::kernelAt("norm_rope.mxk", "norm_rope_fwd", {}));
-  EXPECT_EQ(fwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"S", 1}}));
+  EXPECT_EQ(fwdMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"H", 1}, {"S", 1}}));
   EXPECT_TRUE(fwdBounds.is_null());
   auto [prologueMinimums, prologueBounds] =
       indexRequirements(testing::kernelAt("norm_rope_bwd_pack.mxk", "norm_rope_qkv_bwd_pack", {}));
-  EXPECT_EQ(prologueMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"S", 1}}));
+  EXPECT_EQ(prologueMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"H", 1}, {"S", 1}}));
   EXPECT_TRUE(indexRequirements(testing::kernelAt("mxfp6_pack.mxk", "mxfp6_pack_dual", {})).first.empty());
+}
+
+/// The arguments whose multiplier and shift the metadata asks the runtime for, in order; each
+/// multiplier must be followed by its shift.
+std::vector<std::string> magicDivisors(const kir::Kernel& k) {
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), Emit::Mlir);
+  EXPECT_TRUE(c.isOk()) << c.status().message();
+  if (!c.isOk()) return {};
+  std::vector<std::string> divisors;
+  const nlohmann::json abi = nlohmann::json::parse(c->metadataJson)["abi"];
+  for (size_t i = 0; i < abi.size(); ++i) {
+    if (!abi[i].contains("derived") || abi[i]["derived"] != "divisor_multiplier") continue;
+    EXPECT_EQ(abi[i]["kind"], "i32");
+    EXPECT_TRUE(i + 1 < abi.size() && abi[i + 1]["derived"] == "divisor_shift" && abi[i + 1]["of"] == abi[i]["of"]);
+    divisors.push_back(abi[i]["of"]);
+  }
+  return divisors;
+}
+
+// Every unsigned 32-bit division by a scalar parameter or runtime size divides by the multiplier
+// and shift the runtime computes for it (index_math.cpp); a signed one (of a dividend that may be
+// negative) and a 64-bit one (by an i64 scalar) keep their division.
+TEST(IndexRanges, RuntimeDivisorsTakeTheirMultipliers) {
+  const std::string source = R"(
+kernel loop_case(x: f32[T, H, 8], y: out f32[P, 8], by32: i32, by64: i64)
+  tune THREADS in {1} = 1, VEC in {8} = 8
+{
+  row j in P {
+    var acc = zeros(8)
+    for r in j .. T * H step P {
+      t = r / H
+      acc = acc + x[(t / by32) % T, r % H, :] + x[(t / by64) % T, 0, :]
+    }
+    y[j, :] = acc
+  }
+}
+kernel signed_case(x: f32[T, 8], y: out f32[P, 8], off: i32, div: i32)
+  tune THREADS in {1} = 1, VEC in {8} = 8
+{
+  row j in P {
+    y[j, :] = x[((off - j) / div) % T, :]
+  }
+}
+)";
+  EXPECT_EQ(magicDivisors(testing::inlineKernel(source, "loop_case")), (std::vector<std::string>{"by32", "T", "H"}));
+  EXPECT_TRUE(magicDivisors(testing::inlineKernel(source, "signed_case")).empty());
+  // The forward: the row's digits (by H), its position (by pos_div, then % S).
+  EXPECT_EQ(magicDivisors(testing::kernelAt("norm_rope.mxk", "norm_rope_qkv_fwd", {})),
+            (std::vector<std::string>{"pos_div", "H", "S"}));
+  EXPECT_TRUE(magicDivisors(testing::kernelAt("mxfp6_pack.mxk", "mxfp6_pack_dual", {})).empty());
 }
 
 // By default the scale and shift loads move ahead of the two block reductions (so all three

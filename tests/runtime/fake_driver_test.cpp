@@ -360,7 +360,7 @@ TEST_F(FakeCuda, LaunchFromTensorsPassesTheDerivedArgumentsAndGrid) {
   EXPECT_EQ(lastLaunch_->grid[1], 1u);
   EXPECT_EQ(lastLaunch_->block[0], 384u);
   EXPECT_EQ(lastLaunch_->stream, stream);
-  ASSERT_EQ(lastLaunch_->paramCount, 10);
+  ASSERT_EQ(lastLaunch_->paramCount, 14);
   for (int i = 0; i < 6; ++i)
     EXPECT_EQ(lastLaunch_->params[i], reinterpret_cast<uintptr_t>(buffers[i].data())) << i;
   EXPECT_EQ(lastLaunch_->params[6], uint64_t{T});  // sample_div, 4 bytes
@@ -369,6 +369,14 @@ TEST_F(FakeCuda, LaunchFromTensorsPassesTheDerivedArgumentsAndGrid) {
   EXPECT_EQ(eps, 1e-6f);
   EXPECT_EQ(lastLaunch_->params[8], uint64_t{T});
   EXPECT_EQ(lastLaunch_->params[9], uint64_t{B});
+  // Then the runtime's multiplier and shift of sample_div (= T) and of B: each pair divides
+  // like the division it replaces.
+  const int64_t divisors[] = {T, B};
+  for (int k = 0; k < 2; ++k) {
+    uint64_t m = lastLaunch_->params[10 + 2 * k], l = lastLaunch_->params[11 + 2 * k];
+    for (uint64_t n : {uint64_t{0}, uint64_t{1}, uint64_t{4}, uint64_t{5}, uint64_t{6}, uint64_t{1} << 30, uint64_t{INT32_MAX}})
+      EXPECT_EQ((((m * n) >> 32) + n) >> l, n / uint64_t(divisors[k])) << "n " << n << " d " << divisors[k];
+  }
 
   // A checked mistake never reaches the driver; nor does an empty batch.
   int before = lastLaunch_->launches;

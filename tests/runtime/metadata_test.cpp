@@ -3,9 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "runtime/runtime.h"
 
@@ -188,6 +190,90 @@ TEST(KernelMetadata, MinimumsAreReadForIntegerArguments) {
   j = validMetadata();
   j["abi"][2]["minimum"] = "one";
   EXPECT_THAT(parseError(j), HasSubstr("field 'abi[2].minimum'"));
+}
+
+// A divisor's multiplier and shift are "derived" ABI entries: the runtime computes them, so they
+// are not among the arguments a launch takes, and each must be of an argument the launch holds
+// to at least 1.
+TEST(KernelMetadata, DerivedArgumentsFollowTheOthers) {
+  json j = validMetadata();
+  j["abi"][2]["minimum"] = 1;
+  j["abi"][3]["minimum"] = 1;
+  auto derived = [](const char* what, const char* of) {
+    return json{{"kind", "i32"}, {"name", std::string(what) + "(" + of + ")"}, {"derived", what}, {"of", of}};
+  };
+  for (const char* of : {"rows", "T"})
+    for (const char* what : {"divisor_multiplier", "divisor_shift"}) j["abi"].push_back(derived(what, of));
+  auto parsed = parseKernelMetadata(j.dump());
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().message();
+  EXPECT_EQ(parsed->abi.size(), 5u);  // what a launch passes
+  ASSERT_EQ(parsed->derived.size(), 4u);
+  EXPECT_EQ(parsed->derived[0].kind, DerivedArg::Kind::DivisorMultiplier);
+  EXPECT_EQ(parsed->derived[1].kind, DerivedArg::Kind::DivisorShift);
+  EXPECT_EQ(parsed->derived[0].source, 2u);
+  EXPECT_EQ(parsed->derived[3].source, 3u);
+  EXPECT_EQ(parsed->derived[3].name, "divisor_shift(T)");
+
+  json bad = j;
+  bad["abi"][5]["derived"] = "divisor_inverse";
+  EXPECT_EQ(parseError(bad), "kernel metadata: field 'abi[5].derived' is 'divisor_inverse', expected "
+                             "divisor_multiplier or divisor_shift");
+  bad = j;
+  bad["abi"][6]["kind"] = "i64";
+  EXPECT_EQ(parseError(bad), "kernel metadata: field 'abi[6].kind' of a derived argument must be i32");
+  bad = j;
+  bad["abi"][7]["of"] = "H";
+  EXPECT_EQ(parseError(bad), "kernel metadata: field 'abi[7].of' is 'H', which names no argument before it");
+  bad = j;
+  bad["abi"][3].erase("minimum");  // T might be 0: no multiplier for it
+  EXPECT_EQ(parseError(bad), "kernel metadata: field 'abi[7].of' 'T' must be an i32/i64 argument with a minimum >= 1");
+  bad = j;
+  bad["abi"][5]["of"] = "eps";
+  EXPECT_EQ(parseError(bad), "kernel metadata: field 'abi[5].of' 'eps' must be an i32/i64 argument with a minimum >= 1");
+  bad = j;
+  bad["abi"].push_back({{"kind", "i32"}, {"name", "late"}});
+  EXPECT_EQ(parseError(bad), "kernel metadata: field 'abi[9]' follows a derived argument; derived arguments come last");
+  bad = j;
+  bad["abi"][8].erase("of");
+  EXPECT_EQ(parseError(bad), "kernel metadata: missing field 'abi[8].of'");
+}
+
+// The multiplier and shift divide exactly as integer division does, over the divisors and
+// dividends a launch can have (both below 2^31): checked against the hardware's division.
+TEST(DivisorMagic, DividesLikeIntegerDivision) {
+  auto divide = [](uint64_t n, int64_t d) {
+    uint64_t m = divisorMultiplier(d), l = divisorShift(d);
+    return (((m * n) >> 32) + n) >> l;
+  };
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d <= 300; ++d) divisors.push_back(d);
+  for (int p = 9; p <= 31; ++p)
+    for (int64_t e : {-1, 0, 1}) divisors.push_back((int64_t{1} << p) + e);
+  for (int64_t d : {24, 4096, 3072, 9216, 12288, 21504, 98304, 786432, 1000003, 1 << 20}) divisors.push_back(d);
+  uint64_t state = 0x9e3779b97f4a7c15ull;  // xorshift: many dividends, the same every run
+  auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  for (int64_t d : divisors) {
+    if (d > INT32_MAX) continue;
+    std::vector<uint64_t> dividends = {0, 1, 2, uint64_t(INT32_MAX), uint64_t(INT32_MAX) - 1};
+    for (uint64_t q : {uint64_t{1}, uint64_t{2}, uint64_t{7}, uint64_t{INT32_MAX} / uint64_t(d)})
+      for (int64_t e : {-1, 0, 1})
+        if (int64_t n = int64_t(q) * d + e; n >= 0 && n <= INT32_MAX) dividends.push_back(uint64_t(n));
+    for (int i = 0; i < 2000; ++i) dividends.push_back(next() % (uint64_t{INT32_MAX} + 1));
+    for (uint64_t n : dividends) ASSERT_EQ(divide(n, d), n / uint64_t(d)) << n << " / " << d;
+    EXPECT_LT(divisorShift(d), 32u);
+  }
+  // Densely (every dividend below 2^20, then steps of n / 2^20) for divisors of the Flux shapes.
+  for (int64_t d : {3, 24, 4096}) {
+    for (uint64_t n = 0; n <= uint64_t{INT32_MAX}; n += 1 + (n >> 20)) ASSERT_EQ(divide(n, d), n / uint64_t(d)) << n;
+  }
+  // No launch divides by anything else (its minimum is 1, sizes are below 2^31).
+  for (int64_t d : {int64_t{0}, int64_t{-3}, int64_t{INT32_MAX} + 1}) {
+    EXPECT_EQ(divisorMultiplier(d), 0u);
+    EXPECT_EQ(divisorShift(d), 0u);
+  }
 }
 
 // ---- "params" and "rows": the signature launches from tensors are checked against ----

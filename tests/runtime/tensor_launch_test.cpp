@@ -288,8 +288,8 @@ TEST_F(NormRopeFwd, RejectsAStrideThatIsNotAMultipleOfTheVectorWidth) {
 // argument and its dimension; the raw ABI checks the same argument.
 TEST_F(NormRopeFwd, RejectsARuntimeSizeThatIsNotAMultipleOfTheVectorWidth) {
   std::string json = testing::kNormRopeFwdMetadata;
-  const std::string h = R"({"kind": "i64", "name": "H"})";
-  json.replace(json.find(h), h.size(), R"({"kind": "i64", "name": "H", "multiple_of": 4})");
+  const std::string h = R"({"kind": "i64", "name": "H", "minimum": 1})";
+  json.replace(json.find(h), h.size(), R"({"kind": "i64", "name": "H", "minimum": 1, "multiple_of": 4})");
   md_ = parsed(json.c_str());
   EXPECT_EQ(error(args()), "kernel norm_rope_fwd: argument 'x' (0): dim 1 is 2, not a multiple of 4: "
                            "the kernel steps vector accesses by H (bf16[T, H, 128])");
