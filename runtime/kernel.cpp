@@ -62,10 +62,16 @@ std::vector<int64_t> sizeValues(const KernelSignature& sig, std::span<const Laun
   return values;
 }
 
-/// What an integer argument below its ABI minimum is told (built only on failure).
-std::string belowMinimum(int64_t value, int64_t minimum) {
-  return "is " + std::to_string(value) + ", must be >= " + std::to_string(minimum) +
-         " (the kernel divides indices by it)";
+/// What an integer argument outside its ABI minimum and maximum is told; empty where it is
+/// inside (the message is built only on failure).
+std::string outsideRange(int64_t value, const ArgSpec& spec) {
+  if (value < spec.minimum)
+    return "is " + std::to_string(value) + ", must be >= " + std::to_string(spec.minimum) +
+           " (the kernel divides indices by it)";
+  if (value > spec.maximum)
+    return "is " + std::to_string(value) + ", must be <= " + std::to_string(spec.maximum) +
+           " (the kernel divides by it in 32 bits)";
+  return {};
 }
 
 /// Whether the product of `values` (each >= 0) exceeds kMaxIndex.
@@ -146,9 +152,9 @@ Status checkArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args
       int64_t value = spec.kind == ArgKind::I32 ? arg.value.i32 : spec.kind == ArgKind::I64 ? arg.value.i64 : 0;
       if (spec.multipleOf > 1 && value % spec.multipleOf != 0)
         return fail("is " + std::to_string(value) + ", not a multiple of " + std::to_string(spec.multipleOf));
-      // With a signature, minimums are held only where rows run (checkLaunchSizes): an empty
+      // With a signature, minimums and maximums are held only where rows run (checkLaunchSizes): an empty
       // batch divides nothing, and may pass a batch size of 0 as pos_div.
-      if (!metadata.signature && value < spec.minimum) return fail(belowMinimum(value, spec.minimum));
+      if (!metadata.signature && (value < spec.minimum || value > spec.maximum)) return fail(outsideRange(value, spec));
       continue;
     }
     if (arg.value.ptr == nullptr) return fail("is a null pointer");
@@ -180,7 +186,8 @@ uint32_t divisorShift(int64_t d) {
 
 uint32_t divisorMultiplier(int64_t d) {
   if (d < 1 || d > kMaxIndex) return 0;
-  // 2^l - d < d, so the quotient is below 2^32 - 1; the product is below 2^63.
+  // 2^l - d <= d - 2 unless d is a power of two (then 0), and d < 2^31, so the quotient is below
+  // 2^32 - 1 and the result fits 32 bits; the shifted excess is below 2^62.
   uint64_t excess = (uint64_t{1} << divisorShift(d)) - uint64_t(d);
   return static_cast<uint32_t>((excess << 32) / uint64_t(d) + 1);
 }
@@ -192,9 +199,9 @@ Status checkLaunchSizes(const KernelMetadata& metadata, std::span<const LaunchAr
     const ArgSpec& spec = metadata.abi[i];
     if (spec.kind != ArgKind::I32 && spec.kind != ArgKind::I64) continue;
     int64_t value = spec.kind == ArgKind::I32 ? args[i].value.i32 : args[i].value.i64;
-    if (value < spec.minimum)
+    if (value < spec.minimum || value > spec.maximum)
       return withKernel(metadata, Status::error("argument " + std::to_string(i) + " '" + spec.name + "' " +
-                                                belowMinimum(value, spec.minimum)));
+                                                outsideRange(value, spec)));
   }
   for (const std::vector<SizeSpec>& bound : sig.indexBounds) {  // each size carried (parseSignature)
     if (productExceedsIndex(sig, args, bound))

@@ -91,9 +91,10 @@ Expected<ArgKind> parseArgKind(const std::string& text, const std::string& field
   return fieldError(field, "is '" + text + "', expected ptr, i32, i64 or f32");
 }
 
-/// A derived entry of "abi" (runtime.h, DerivedArg): `specs` are the entries before it.
+/// A derived entry of "abi" (runtime.h, DerivedArg): `specs` are the entries before it; its
+/// source gets the maximum its multiplier is exact for.
 Expected<DerivedArg> parseDerivedArg(const json& entry, const std::string& field, ArgKind kind,
-                                     std::string name, const std::vector<ArgSpec>& specs) {
+                                     std::string name, std::vector<ArgSpec>& specs) {
   ASSIGN_OR_RETURN(std::string what, nonEmptyString(entry["derived"], field + ".derived"));
   DerivedArg arg;
   arg.name = std::move(name);
@@ -110,6 +111,8 @@ Expected<DerivedArg> parseDerivedArg(const json& entry, const std::string& field
   if ((source->kind != ArgKind::I32 && source->kind != ArgKind::I64) || source->minimum < 1)
     return fieldError(field + ".of", "'" + of + "' must be an i32/i64 argument with a minimum >= 1");
   arg.source = size_t(source - specs.begin());
+  // The multiplier divides exactly below 2^31 (runtime.h, divisorMultiplier).
+  source->maximum = std::numeric_limits<int32_t>::max();
   return arg;
 }
 

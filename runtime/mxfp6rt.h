@@ -125,8 +125,10 @@ MXRT_API int mxrt_kernel_load(mxrt_device* device, const void* code, size_t size
 /* NULL is a no-op. */
 MXRT_API int mxrt_kernel_unload(mxrt_kernel* kernel);
 /* Checks grid and args against the kernel's metadata, then enqueues it on stream (NULL: the
- * default stream). The generated code divides indices in 32 bits: where the metadata has
- * "params", runtime sizes above 2^31 - 1, or a row space of more rows, are refused. */
+ * default stream). args are the metadata's "abi" entries in order, except the "derived" ones (a
+ * divisor's multiplier and shift), which the runtime computes and appends. The generated code
+ * divides indices in 32 bits: where the metadata has "params", runtime sizes above 2^31 - 1, or
+ * a row space of more rows, are refused. */
 MXRT_API int mxrt_kernel_launch(const mxrt_kernel* kernel, const uint32_t grid[3], void* stream,
                                 const mxrt_arg* args, size_t nargs);
 /* grid[0] = ceil(rows / rows_per_program), grid[1] = grid[2] = 1; rows must be in

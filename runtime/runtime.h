@@ -153,6 +153,9 @@ struct ArgSpec {
   /// Integer arguments only: the least value the generated code is correct for (1 for a scalar
   /// it divides indices by, which it does unsigned).
   int64_t minimum = std::numeric_limits<int64_t>::min();
+  /// Integer arguments only: the largest value it is correct for (2^31 - 1 for a divisor the
+  /// kernel divides by through the multiplier the runtime derives from it).
+  int64_t maximum = std::numeric_limits<int64_t>::max();
 };
 
 /// An argument the runtime computes at every launch from an argument the caller passes, and
@@ -169,7 +172,8 @@ struct DerivedArg {
 /// For a divisor 1 <= d <= 2^31 - 1, with l = ceil(log2 d): multiplier m = floor(2^32 (2^l - d) / d)
 /// + 1 and shift l, so that n / d = (mulhi(m, n) + n) >> l for every 0 <= n < 2^31 (Granlund and
 /// Montgomery 1994, theorem 4.2; mulhi is the high 32 bits of the 64-bit product; the sum does not
-/// wrap for such n). Both 0 for any other d, which no launch divides by (its minimum is 1).
+/// wrap for such n). Both 0 for any other d, which no launch passes: the divisor's ABI entry has a
+/// minimum of 1 and, as the source of derived arguments, a maximum of 2^31 - 1.
 uint32_t divisorMultiplier(int64_t d);
 uint32_t divisorShift(int64_t d);
 
@@ -348,7 +352,8 @@ struct LaunchArg {
 Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args);
 /// The part of checkLaunchArgs that applies where rows run (with a signature; without one the
 /// minimums are checked on every launch): integer arguments at least their ABI minimum (a scalar
-/// or size the kernel divides by: "argument 12 'S' is 0, must be >= 1 (...)"), and the
+/// or size the kernel divides by: "argument 12 'S' is 0, must be >= 1 (...)") and at most their
+/// maximum (a divisor with a multiplier: "... must be <= 2147483647 (...)"), and the
 /// signature's index_bounds (loop bounds such as T * H) at most 2^31 - 1. `args` complete, in
 /// ABI order.
 Status checkLaunchSizes(const KernelMetadata& metadata, std::span<const LaunchArg> args);

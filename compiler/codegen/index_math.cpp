@@ -96,9 +96,12 @@ std::optional<std::vector<kir::Dim>> KernelEmitter::boundFactors(int id) const {
   }
 }
 
-/// The op a divisor's value comes from, through integer casts.
+/// The op a divisor's value comes from, through casts between i32 and i64 (exact for the
+/// divisors that matter: i32 scalars, and sizes below 2^31). A cast to a narrower type (u8)
+/// changes the value, so the divisor is the cast itself.
 static const kir::Op& divisorRoot(const kir::Kernel& k, int id) {
-  while (k.ops[id].code == OpCode::Cast && kir::isInt(k.ops[k.ops[id].operands[0]].type.elem))
+  auto wide = [](Dtype t) { return t == Dtype::I32 || t == Dtype::I64; };
+  while (k.ops[id].code == OpCode::Cast && wide(k.ops[id].type.elem) && wide(k.ops[k.ops[id].operands[0]].type.elem))
     id = k.ops[id].operands[0];
   return k.ops[id];
 }
@@ -161,7 +164,7 @@ const KernelEmitter::DivisorMagic* KernelEmitter::divisorMagic(int id) const {
 }
 
 Value KernelEmitter::magicDivide(Value n, Value d, const DivisorMagic& magic, bool remainder) {
-  // q = (mulhi(multiplier, n) + n) >> shift (runtime.h, divisorMultiplier): mulhi(m, n) < n, so
+  // q = (mulhi(multiplier, n) + n) >> shift (runtime.h, divisorMultiplier): mulhi(m, n) <= n, so
   // for n < 2^31 the sum does not wrap. The remainder is n - q * d, which is at most n.
   Value high = arith::MulUIExtendedOp::create(b_, magic.multiplier, n).getHigh();
   Value q = arith::ShRUIOp::create(b_, arith::AddIOp::create(b_, high, n), magic.shift);

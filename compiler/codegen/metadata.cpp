@@ -147,8 +147,9 @@ std::string launchMetadataJson(const kir::Kernel& kernel, const TargetInfo& targ
   }
   // The runtime divisors' multipliers and shifts, which the runtime computes from the divisor's
   // value at every launch and passes after the arguments above (index_math.cpp). A runtime that
-  // does not know "derived" refuses the metadata (the signature's ABI is params then sizes)
-  // rather than launch the kernel without them.
+  // does not know "derived" takes them for arguments like the others, so it never launches the
+  // kernel without them: it refuses metadata with a signature (whose ABI is params then sizes),
+  // and a launch that does not pass them (the argument count).
   for (int divisor : shape.magicDivisors) {
     const std::string& of = abiArgs.at(divisor).name;
     for (const char* derived : {"divisor_multiplier", "divisor_shift"})

@@ -213,6 +213,10 @@ TEST(KernelMetadata, DerivedArgumentsFollowTheOthers) {
   EXPECT_EQ(parsed->derived[0].source, 2u);
   EXPECT_EQ(parsed->derived[3].source, 3u);
   EXPECT_EQ(parsed->derived[3].name, "divisor_shift(T)");
+  // A divisor's multiplier is exact below 2^31: its source may not be larger.
+  EXPECT_EQ(parsed->abi[2].maximum, INT32_MAX);
+  EXPECT_EQ(parsed->abi[3].maximum, INT32_MAX);
+  EXPECT_EQ(parsed->abi[1].maximum, std::numeric_limits<int64_t>::max());
 
   json bad = j;
   bad["abi"][5]["derived"] = "divisor_inverse";

@@ -393,8 +393,9 @@ TEST_F(NormRopeFwd, ASizeItDividesByMustBePositiveWhereRowsRun) {
 }
 
 // Without a signature the runtime cannot tell sizes from scalars, nor an empty launch: every
-// minimum holds on every launch.
-TEST(CheckLaunchArgs, WithoutASignatureMinimumsHoldAlways) {
+// minimum holds on every launch, and so does the maximum of a divisor with a multiplier (which
+// is exact below 2^31; with a signature, the size checks bound it).
+TEST(CheckLaunchArgs, WithoutASignatureMinimumsAndMaximumsHoldAlways) {
   nlohmann::json j = nlohmann::json::parse(testing::kNormRopeFwdMetadata);
   j.erase("params");
   j.erase("rows");
@@ -406,6 +407,11 @@ TEST(CheckLaunchArgs, WithoutASignatureMinimumsHoldAlways) {
   raw[8] = LaunchArg::i32(0);
   EXPECT_EQ(checkLaunchArgs(md, raw).message(),
             "kernel norm_rope_fwd: argument 8 'pos_div' is 0, must be >= 1 (the kernel divides indices by it)");
+  raw[8] = LaunchArg::i32(1);
+  raw[12] = LaunchArg::i64(int64_t{1} << 31);  // S
+  EXPECT_EQ(checkLaunchArgs(md, raw).message(),
+            "kernel norm_rope_fwd: argument 12 'S' is 2147483648, must be <= 2147483647 (the kernel divides by "
+            "it in 32 bits)");
 }
 
 // A loop bound the generated code counts up to in 32 bits (index_bounds: a backward's
