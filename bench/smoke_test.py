@@ -219,7 +219,7 @@ class FakeLaunch(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_bytes", ctypes.c_uint),
                 ("stream", ctypes.c_void_p), ("max_dynamic_shared", ctypes.c_int), ("launches", ctypes.c_int),
                 ("overlaps_previous", ctypes.c_bool), ("param_count", ctypes.c_int),
-                ("params", ctypes.c_uint64 * 32)]
+                ("params", ctypes.c_uint64 * 64)]
 
 
 def fake_entry_ptx(meta):

@@ -205,10 +205,10 @@ Status checkLaunchSizes(const KernelMetadata& metadata, std::span<const LaunchAr
   }
   for (const std::vector<SizeSpec>& bound : sig.indexBounds) {  // each size carried (parseSignature)
     if (productExceedsIndex(sig, args, bound))
-      return withKernel(metadata, Status::error("the loop bound " +
+      return withKernel(metadata, Status::error("the index bound " +
                                                 productText(bound, sizeValues(sig, args, bound)) +
-                                                " exceeds 2^31 - 1 (the generated code counts the "
-                                                "loop's trips in 32 bits)"));
+                                                " exceeds 2^31 - 1 (the generated code divides the "
+                                                "indices below it in 32 bits)"));
   }
   return Status::ok();
 }
@@ -265,7 +265,7 @@ Status LoadedKernel::launch(const std::array<uint32_t, 3>& grid, void* stream,
   // The driver wants a pointer to each argument's value; every member of the union starts at its
   // first byte, so the value itself serves. The derived arguments follow the caller's. Kernels
   // have few arguments: no heap on this path.
-  constexpr size_t kInline = 32;
+  constexpr size_t kInline = 64;  // the packer prologue has 34 with its divisors' multipliers
   const size_t count = args.size() + metadata_.derived.size();
   void* inlineParams[kInline];
   int32_t inlineDerived[kInline];

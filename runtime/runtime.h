@@ -222,8 +222,9 @@ struct KernelSignature {
   std::vector<std::string> runtimeDims;     // the runtime sizes, first-appearance order in params
   std::vector<int> abiDims;                 // for abi[params.size() + i]: the runtime dim it carries
   std::vector<int64_t> dimMultiples;        // per runtime dim: the ABI argument's multiple_of (or 1)
-  /// Products of sizes (loop bounds such as T * H) the generated code counts up to in 32 bits:
-  /// each must be at most 2^31 - 1, like the row count.
+  /// Products of sizes and constants that indices the generated code divides in 32 bits stay
+  /// below (a loop's bound such as T * H, the prologue's token positions below TB * 32): each
+  /// must be at most 2^31 - 1, like the row count.
   std::vector<std::vector<SizeSpec>> indexBounds;
 };
 
@@ -266,8 +267,9 @@ struct KernelSignature {
 ///     "rows": [{"dim": "T"}],               // required with "params": the row variables'
 ///                                           // extents, {"dim": name} or {"const": n}
 ///     "index_bounds": [[{"dim": "T"}, {"dim": "H"}]]
-///                                           // optional, with "params": products of sizes that
-///                                           // must each be at most 2^31 - 1 (loop bounds)
+///                                           // optional, with "params": products of sizes (and
+///                                           // {"const": n}) that must each be at most 2^31 - 1
+///                                           // (a loop's bound, the range of a divided index)
 ///   }
 /// Unknown fields are ignored so the code generator can add provenance without a runtime change.
 struct KernelMetadata {
@@ -346,7 +348,7 @@ struct LaunchArg {
 /// 32-bit index range the generated code divides in:
 ///   "argument 12 'S' is 2147483648: runtime sizes must be in [0, 2^31 - 1] (...)"
 ///   "the row space T * H = 65536 * 32768 exceeds 2^31 - 1 rows (...)"
-///   "the loop bound T * H = 65536 * 32768 exceeds 2^31 - 1 (...)"
+///   "the index bound T * H = 65536 * 32768 exceeds 2^31 - 1 (...)"
 ///   "argument 8 'pos_div' is 0, must be >= 1 (the kernel divides indices by it)"
 /// (the last two only where rows run: checkLaunchSizes)
 Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg> args);
@@ -354,7 +356,7 @@ Status checkLaunchArgs(const KernelMetadata& metadata, std::span<const LaunchArg
 /// minimums are checked on every launch): integer arguments at least their ABI minimum (a scalar
 /// or size the kernel divides by: "argument 12 'S' is 0, must be >= 1 (...)") and at most their
 /// maximum (a divisor with a multiplier: "... must be <= 2147483647 (...)"), and the
-/// signature's index_bounds (loop bounds such as T * H) at most 2^31 - 1. `args` complete, in
+/// signature's index_bounds (such as a loop's T * H) at most 2^31 - 1. `args` complete, in
 /// ABI order.
 Status checkLaunchSizes(const KernelMetadata& metadata, std::span<const LaunchArg> args);
 

@@ -18,7 +18,10 @@
 //     (LaunchShape::positiveParams): a zero or negative divisor is refused at launch instead of
 //     computing garbage, and an i32 one dividing a non-negative index divides unsigned;
 //   - so is a runtime size that divides (`% S`, LaunchShape::positiveDims), wherever rows run: an
-//     empty rotary table with tokens to rotate would be indexed by a division by zero.
+//     empty rotary table with tokens to rotate would be indexed by a division by zero;
+//   - a dividend below a product of sizes and constants (the prologue's token positions
+//     `tb * 32 + iota(32)`, each below TB * 32: exclusiveBound) has that product recorded as an
+//     index bound too, so a vector of them divides in 32 bits, element by element.
 //
 // A 32-bit division by a runtime value is still about a dozen instructions (the divisor's
 // reciprocal in floating point, a multiply-high, two corrections), and a row's position takes
@@ -41,11 +44,14 @@ using kir::OpCode;
 
 KernelEmitter::IntRange KernelEmitter::intRange(int id) const {
   const kir::Op& op = k_.ops[id];
-  if (op.type.isVector() || kir::isFloat(op.type.elem)) return IntRange::Any;
+  // Of a vector, the range of each element.
+  if (kir::isFloat(op.type.elem)) return IntRange::Any;
+  if (boundedDividends_.count(id)) return IntRange::NonNegI32;
   IntRange own = op.type.elem == Dtype::I64 ? IntRange::Any : IntRange::I32;  // i32, u8, bool
   switch (op.code) {
     case OpCode::RowIndex:
     case OpCode::DimArg: return IntRange::NonNegI32;
+    case OpCode::Iota: return op.type.length <= INT32_MAX ? IntRange::NonNegI32 : own;
     case OpCode::ScalarArg:  // an i32 the launch requires >= 1 (a divisor) fits 31 bits
       return op.type.elem == Dtype::I32 && positiveParams_.count(op.param) ? IntRange::NonNegI32 : own;
     case OpCode::ForBegin: {
@@ -106,6 +112,55 @@ static const kir::Op& divisorRoot(const kir::Kernel& k, int id) {
   return k.ops[id];
 }
 
+std::optional<std::vector<kir::Dim>> KernelEmitter::exclusiveBound(int id) const {
+  const kir::Op& op = k_.ops[id];
+  auto constant = [&](int operand) -> std::optional<int64_t> {
+    const kir::Op& c = k_.ops[operand];
+    if (c.code != OpCode::ConstInt || c.ival < 1) return std::nullopt;
+    return c.ival;
+  };
+  switch (op.code) {
+    case OpCode::RowIndex: {  // clamped to its extent under SERIAL and INTERLEAVE too
+      const int var = int(op.ival);
+      if (k_.rowDims[var] >= 0) return std::vector<kir::Dim>{kir::Dim{.runtimeDim = k_.rowDims[var]}};
+      return std::vector<kir::Dim>{kir::Dim{.constant = k_.rowConstExtents[var]}};
+    }
+    case OpCode::Iota: return std::vector<kir::Dim>{kir::Dim{.constant = op.type.length}};
+    case OpCode::ConstInt:
+      if (op.ival < 0 || op.ival >= INT32_MAX) return std::nullopt;
+      return std::vector<kir::Dim>{kir::Dim{.constant = op.ival + 1}};
+    case OpCode::Cast: {
+      const Dtype from = k_.ops[op.operands[0]].type.elem;
+      if (!kir::isInt(from) || (op.type.elem != Dtype::I32 && op.type.elem != Dtype::I64)) return std::nullopt;
+      return exclusiveBound(op.operands[0]);
+    }
+    case OpCode::Mul:  // x * c < bound(x) * c
+      for (int side = 0; side < 2; ++side) {
+        std::optional<int64_t> c = constant(op.operands[1 - side]);
+        std::optional<std::vector<kir::Dim>> x = exclusiveBound(op.operands[side]);
+        if (!c || !x) continue;
+        x->push_back(kir::Dim{.constant = *c});
+        return x;
+      }
+      return std::nullopt;
+    case OpCode::Add:  // x * c + y with 0 <= y < c: below bound(x) * c
+      for (int side = 0; side < 2; ++side) {
+        const kir::Op& scaled = k_.ops[op.operands[side]];
+        std::optional<std::vector<kir::Dim>> y = exclusiveBound(op.operands[1 - side]);
+        if (scaled.code != OpCode::Mul || !y || y->size() != 1 || (*y)[0].constant < 0) continue;
+        for (int s = 0; s < 2; ++s) {
+          std::optional<int64_t> c = constant(scaled.operands[1 - s]);
+          std::optional<std::vector<kir::Dim>> x = exclusiveBound(scaled.operands[s]);
+          if (!c || !x || (*y)[0].constant > *c) continue;
+          x->push_back(kir::Dim{.constant = *c});
+          return x;
+        }
+      }
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
 void KernelEmitter::planIndexRanges() {
   for (const kir::Op& op : k_.ops) {
     if ((op.code == OpCode::Div || op.code == OpCode::Rem) && kir::isInt(op.type.elem)) {
@@ -124,6 +179,26 @@ void KernelEmitter::planIndexRanges() {
     std::vector<kir::Dim> factors = *boundFactors(op.operands[1]);
     if (std::find(indexBounds_.begin(), indexBounds_.end(), factors) == indexBounds_.end())
       indexBounds_.push_back(std::move(factors));
+  }
+  // A dividend of no known range that is below a product of sizes (the prologue's token
+  // positions tb * 32 + iota(32)): the launch holds that product to 2^31 - 1 too, so the
+  // division is in 32 bits.
+  for (size_t i = 0; i < k_.ops.size(); ++i) {
+    const kir::Op& op = k_.ops[i];
+    if ((op.code != OpCode::Div && op.code != OpCode::Rem) || !kir::isInt(op.type.elem)) continue;
+    const int dividend = op.operands[0];
+    if (intRange(dividend) == IntRange::NonNegI32 || intRange(op.operands[1]) != IntRange::NonNegI32) continue;
+    std::optional<std::vector<kir::Dim>> factors = exclusiveBound(dividend);
+    if (!factors) continue;
+    int64_t constants = 1;  // the product of the constant factors
+    bool sizes = false;
+    for (const kir::Dim& f : *factors)
+      if (f.constant < 0) sizes = true;
+      else if (__builtin_mul_overflow(constants, f.constant, &constants)) constants = INT64_MAX;
+    if (constants > INT32_MAX) continue;  // no launch could hold it
+    boundedDividends_.insert(dividend);
+    if (sizes && std::find(indexBounds_.begin(), indexBounds_.end(), *factors) == indexBounds_.end())
+      indexBounds_.push_back(std::move(*factors));
   }
   planDivisorMagic();
 }
@@ -166,8 +241,13 @@ const KernelEmitter::DivisorMagic* KernelEmitter::divisorMagic(int id) const {
 Value KernelEmitter::magicDivide(Value n, Value d, const DivisorMagic& magic, bool remainder) {
   // q = (mulhi(multiplier, n) + n) >> shift (runtime.h, divisorMultiplier): mulhi(m, n) <= n, so
   // for n < 2^31 the sum does not wrap. The remainder is n - q * d, which is at most n.
-  Value high = arith::MulUIExtendedOp::create(b_, magic.multiplier, n).getHigh();
-  Value q = arith::ShRUIOp::create(b_, arith::AddIOp::create(b_, high, n), magic.shift);
+  Value multiplier = magic.multiplier, shift = magic.shift;
+  if (isa<VectorType>(n.getType())) {  // each element of a chunk by the same divisor
+    multiplier = broadcast(multiplier, n.getType());
+    shift = broadcast(shift, n.getType());
+  }
+  Value high = arith::MulUIExtendedOp::create(b_, multiplier, n).getHigh();
+  Value q = arith::ShRUIOp::create(b_, arith::AddIOp::create(b_, high, n), shift);
   if (!remainder) return q;
   return arith::SubIOp::create(b_, n, arith::MulIOp::create(b_, q, d));
 }
@@ -179,10 +259,11 @@ bool KernelEmitter::narrowDivision(IntRange a, IntRange b) {
 }
 
 Value KernelEmitter::toI32(Value v) {
-  unsigned width = v.getType().getIntOrFloatBitWidth();
+  unsigned width = getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth();
+  Type i32 = sameShape(v, b_.getI32Type());
   if (width == 32) return v;
-  if (width < 32) return arith::ExtUIOp::create(b_, b_.getI32Type(), v);  // u8, bool: non-negative
-  return arith::TruncIOp::create(b_, b_.getI32Type(), v);
+  if (width < 32) return arith::ExtUIOp::create(b_, i32, v);  // u8, bool: non-negative
+  return arith::TruncIOp::create(b_, i32, v);
 }
 
 Value KernelEmitter::narrowDivide(const kir::Op& op, Value a, Value b) {
@@ -197,8 +278,9 @@ Value KernelEmitter::narrowDivide(const kir::Op& op, Value a, Value b) {
   else
     r = isUnsigned ? Value(arith::RemUIOp::create(b_, x, y)) : Value(arith::RemSIOp::create(b_, x, y));
   if (op.type.elem != Dtype::I64) return r;
-  if (isUnsigned) return arith::ExtUIOp::create(b_, b_.getI64Type(), r);
-  return arith::ExtSIOp::create(b_, b_.getI64Type(), r);
+  Type i64 = sameShape(r, b_.getI64Type());
+  if (isUnsigned) return arith::ExtUIOp::create(b_, i64, r);
+  return arith::ExtSIOp::create(b_, i64, r);
 }
 
 Value KernelEmitter::rowDigit(Value row, int var) {

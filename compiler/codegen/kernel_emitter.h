@@ -308,6 +308,10 @@ class KernelEmitter {
   /// The factors of `id` where it is a product of sizes and positive constants (a loop bound
   /// such as T * H); nullopt otherwise.
   std::optional<std::vector<kir::Dim>> boundFactors(int id) const;
+  /// Factors whose product the non-negative integer `id` (each element of a vector) is below,
+  /// where it is a row index, an iota, a constant, or one of those times a constant plus a
+  /// smaller one (`tb * 32 + iota(32)` is below 32 * TB); nullopt otherwise.
+  std::optional<std::vector<kir::Dim>> exclusiveBound(int id) const;
   /// What the launch is asked to guarantee so that more indices fit 31 bits (index_math.cpp):
   /// positiveParams_, positiveDims_ and indexBounds_; and the runtime divisors whose multipliers
   /// it passes (magicDivisors_). Before any emission.
@@ -318,7 +322,7 @@ class KernelEmitter {
   static bool narrowDivision(IntRange a, IntRange b);
   Value toI32(Value v);
   /// The integer Div or Rem `op` of a and b in 32 bits, as op's type; null where narrowDivision
-  /// does not hold for its operands.
+  /// does not hold for its operands. a and b are scalars, or one chunk each of a vector op.
   Value narrowDivide(const kir::Op& op, Value a, Value b);
   /// Row variable `var` of the (clamped) flat row index `row`: in 32-bit arithmetic where it
   /// divides by a runtime extent, in 64 bits by constants.
@@ -433,6 +437,7 @@ class KernelEmitter {
   std::set<int> positiveParams_;             // integer scalar parameters required to be >= 1 (divisors)
   std::set<int> positiveDims_;               // runtime dims required to be >= 1 (divisors)
   std::vector<std::vector<kir::Dim>> indexBounds_;  // products of sizes required to be <= 2^31 - 1
+  std::set<int> boundedDividends_;           // dividends whose exclusiveBound the launch holds to 2^31 - 1
   std::vector<int> magicDivisors_;           // ABI indices of the divisors given multipliers, in order
   std::map<int, DivisorMagic> paramMagic_;   // scalar parameter -> its multiplier and shift
   std::map<int, DivisorMagic> dimMagic_;     // runtime dim -> its multiplier and shift

@@ -30,7 +30,8 @@ struct LaunchShape {
   std::map<int, int64_t> dimMultiples;     // runtime dim -> the multiple its value must be
   std::set<int> positiveParams;            // integer scalar parameters that must be >= 1 where rows run (divisors)
   std::set<int> positiveDims;              // runtime dims that must be >= 1 where rows run (divisors)
-  std::vector<std::vector<kir::Dim>> indexBounds;  // products of sizes that must be <= 2^31 - 1 (loop bounds)
+  std::vector<std::vector<kir::Dim>> indexBounds;  // products of sizes that must be <= 2^31 - 1 (loop
+                                                   // bounds, ranges of divided indices)
   std::vector<int> magicDivisors;          // ABI indices of the divisors whose multiplier and shift
                                            // follow the ABI's arguments (two i32 each, in order)
   bool waitsForPreviousGrid = false;       // waits for the stream's previous grid before any access

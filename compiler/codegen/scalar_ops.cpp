@@ -274,7 +274,14 @@ LogicalResult KernelEmitter::emitElementwise(const kir::Op& op, int id) {
       xs.push_back(v.isVector() ? v.chunks[c] : broadcast(v.scalar, chunk));
     }
     if (byConstant) xs[1] = reciprocal(xs[0].getType());
-    Value r = applyScalar(code, operandType, xs, op.type.elem);
+    // A vector divided by a scalar or size (the prologue's token positions by pos_div, then S):
+    // in 32 bits where that is exact. By a constant it stays 64-bit, where LLVM makes it a
+    // multiply-high and the packers' registers were fewer (rowDigit).
+    Value r;
+    if ((op.code == OpCode::Div || op.code == OpCode::Rem) && !kir::isFloat(operandType) &&
+        k_.ops[op.operands[1]].code != OpCode::ConstInt)
+      r = narrowDivide(op, xs[0], xs[1]);
+    if (!r) r = applyScalar(code, operandType, xs, op.type.elem);
     if (!r) {
       error(op) << "operation " << kir::opName(op.code) << " is not supported by the code generator";
       return failure();

@@ -300,6 +300,8 @@ kernel single_size_bound(x: f32[T, 8], y: out f32[P, 8], off: i32, div: i32)
   auto [prologueMinimums, prologueBounds] =
       indexRequirements(testing::kernelAt("norm_rope_bwd_pack.mxk", "norm_rope_qkv_bwd_pack", {}));
   EXPECT_EQ(prologueMinimums, (std::map<std::string, int64_t>{{"pos_div", 1}, {"H", 1}, {"S", 1}}));
+  // Its token positions tb * 32 + iota(32) are below TB * 32.
+  EXPECT_EQ(prologueBounds, nlohmann::json::parse(R"([[{"dim": "TB"}, {"const": 32}]])"));
   EXPECT_TRUE(indexRequirements(testing::kernelAt("mxfp6_pack.mxk", "mxfp6_pack_dual", {})).first.empty());
 }
 
@@ -344,8 +346,32 @@ kernel signed_case(x: f32[T, 8], y: out f32[P, 8], off: i32, div: i32)
     y[j, :] = x[((off - j) / div) % T, :]
   }
 }
+kernel positions(table: f32[S, 8], y: out f32[TB, 32, 8], div: i32)
+  tune THREADS in {32} = 32, VEC in {1} = 1
+{
+  row tb in TB {
+    p = ((tb * 32 + iota(32)) / div) % S
+    y[tb, :, 0] = table[p, 0]
+  }
+}
+kernel past_the_block(table: f32[S, 8], y: out f32[TB, 32, 8], div: i32)
+  tune THREADS in {32} = 32, VEC in {1} = 1
+{
+  row tb in TB {
+    p = ((tb * 16 + iota(32)) / div) % S
+    y[tb, :, 0] = table[p, 0]
+  }
+}
 )";
   EXPECT_EQ(magicDivisors(testing::inlineKernel(source, "loop_case")), (std::vector<std::string>{"by32", "T", "H"}));
+  // A vector of positions below TB * 32 (the prologue's): the bound is recorded, and both the
+  // division and the remainder take the multipliers; an offset as large as the constant it is
+  // added to could pass the bound, so that one keeps its 64-bit division.
+  EXPECT_EQ(magicDivisors(testing::inlineKernel(source, "positions")), (std::vector<std::string>{"div", "S"}));
+  EXPECT_EQ(indexRequirements(testing::inlineKernel(source, "positions")).second,
+            nlohmann::json::parse(R"([[{"dim": "TB"}, {"const": 32}]])"));
+  EXPECT_TRUE(magicDivisors(testing::inlineKernel(source, "past_the_block")).empty());
+  EXPECT_TRUE(indexRequirements(testing::inlineKernel(source, "past_the_block")).second.is_null());
   EXPECT_TRUE(magicDivisors(testing::inlineKernel(source, "signed_case")).empty());
   // The forward: the row's digits (by H), its position (by pos_div, then % S).
   EXPECT_EQ(magicDivisors(testing::kernelAt("norm_rope.mxk", "norm_rope_qkv_fwd", {})),

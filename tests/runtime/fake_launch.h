@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-inline constexpr int kFakeMaxParams = 32;
+inline constexpr int kFakeMaxParams = 64;
 
 struct FakeLaunch {
   unsigned grid[3];

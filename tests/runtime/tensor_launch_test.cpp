@@ -426,8 +426,8 @@ TEST(PrepareLaunch, LoopBoundsBeyond32BitsAreRefused) {
   Status status = checkLaunchArgs(md, raw);
   EXPECT_TRUE(status.isOk()) << status.message();  // 65536 * 32767 < 2^31
   raw[11] = LaunchArg::i64(32768);
-  const std::string refused = "kernel norm_rope_fwd: the loop bound T * H = 65536 * 32768 exceeds 2^31 - 1 "
-                              "(the generated code counts the loop's trips in 32 bits)";
+  const std::string refused = "kernel norm_rope_fwd: the index bound T * H = 65536 * 32768 exceeds 2^31 - 1 "
+                              "(the generated code divides the indices below it in 32 bits)";
   EXPECT_EQ(checkLaunchArgs(md, raw).message(), refused);
   EXPECT_EQ(checkLaunchSizes(md, raw).message(), refused);
   // From tensors: the same refusal before any launch (T = 65536 rows fit on their own).
