@@ -123,6 +123,7 @@ std::optional<std::vector<kir::Dim>> KernelEmitter::exclusiveBound(int id) const
     case OpCode::RowIndex: {  // clamped to its extent under SERIAL and INTERLEAVE too
       const int var = int(op.ival);
       if (k_.rowDims[var] >= 0) return std::vector<kir::Dim>{kir::Dim{.runtimeDim = k_.rowDims[var]}};
+      if (size_t(var) >= k_.rowConstExtents.size()) return std::nullopt;  // a KIR without its value
       return std::vector<kir::Dim>{kir::Dim{.constant = k_.rowConstExtents[var]}};
     }
     case OpCode::Iota: return std::vector<kir::Dim>{kir::Dim{.constant = op.type.length}};
