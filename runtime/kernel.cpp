@@ -1,6 +1,7 @@
 // Loading code objects and launching them. Arguments are checked against the metadata's ABI
 // before the driver sees them: the driver cannot check kernel arguments, so a wrong one would be
 // a silent wrong result or a device fault instead of an error.
+#include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -179,9 +180,7 @@ int32_t derivedValue(const DerivedArg& arg, std::span<const LaunchArg> args) {
 
 uint32_t divisorShift(int64_t d) {
   if (d < 1 || d > kMaxIndex) return 0;
-  uint32_t l = 0;
-  while ((int64_t{1} << l) < d) ++l;
-  return l;
+  return static_cast<uint32_t>(std::bit_width(uint64_t(d - 1)));  // ceil(log2 d)
 }
 
 uint32_t divisorMultiplier(int64_t d) {

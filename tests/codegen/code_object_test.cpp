@@ -251,12 +251,8 @@ std::pair<std::map<std::string, int64_t>, nlohmann::json> indexRequirements(cons
   return {minimums, metadata.contains("index_bounds") ? metadata["index_bounds"] : nlohmann::json()};
 }
 
-// What the launch must guarantee for a loop's induction value and a division to be done in 32
-// bits is recorded for the runtime to check: the product of sizes that bounds the loop, and a
-// minimum of 1 for every scalar or size that divides (a zero divisor would make an index of
-// garbage). A bound that is one size is already checked.
-TEST(IndexRanges, TheLaunchGuaranteesAreRecorded) {
-  const std::string source = R"(
+/// A loop counting to T * H whose induction value is divided by a size, an i32 and an i64 scalar.
+constexpr const char* kLoopCase = R"(
 kernel loop_case(x: f32[T, H, 8], y: out f32[P, 8], by32: i32, by64: i64)
   tune THREADS in {1} = 1, VEC in {8} = 8
 {
@@ -269,6 +265,14 @@ kernel loop_case(x: f32[T, H, 8], y: out f32[P, 8], by32: i32, by64: i64)
     y[j, :] = acc
   }
 }
+)";
+
+// What the launch must guarantee for a loop's induction value and a division to be done in 32
+// bits is recorded for the runtime to check: the product of sizes that bounds the loop, and a
+// minimum of 1 for every scalar or size that divides (a zero divisor would make an index of
+// garbage). A bound that is one size is already checked.
+TEST(IndexRanges, TheLaunchGuaranteesAreRecorded) {
+  const std::string source = std::string(kLoopCase) + R"(
 kernel single_size_bound(x: f32[T, 8], y: out f32[P, 8], off: i32, div: i32)
   tune THREADS in {1} = 1, VEC in {8} = 8
 {
@@ -326,19 +330,7 @@ std::vector<std::string> magicDivisors(const kir::Kernel& k) {
 // and shift the runtime computes for it (index_math.cpp); a signed one (of a dividend that may be
 // negative) and a 64-bit one (by an i64 scalar) keep their division.
 TEST(IndexRanges, RuntimeDivisorsTakeTheirMultipliers) {
-  const std::string source = R"(
-kernel loop_case(x: f32[T, H, 8], y: out f32[P, 8], by32: i32, by64: i64)
-  tune THREADS in {1} = 1, VEC in {8} = 8
-{
-  row j in P {
-    var acc = zeros(8)
-    for r in j .. T * H step P {
-      t = r / H
-      acc = acc + x[(t / by32) % T, r % H, :] + x[(t / by64) % T, 0, :]
-    }
-    y[j, :] = acc
-  }
-}
+  const std::string source = std::string(kLoopCase) + R"(
 kernel signed_case(x: f32[T, 8], y: out f32[P, 8], off: i32, div: i32)
   tune THREADS in {1} = 1, VEC in {8} = 8
 {
