@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "compiler/interp/float_formats.h"
 
@@ -101,6 +103,17 @@ void storeBlock(PackedBlobs& blobs, int64_t row, int64_t blockIndex,
   blobs.scales[index] = encodeBlock(block, format, mode, codes);
   const std::array<uint8_t, kPackedBlockBytes> bytes = packBlock(codes);
   std::copy(bytes.begin(), bytes.end(), blobs.data.begin() + index * kPackedBlockBytes);
+}
+
+/// Runs body(first, last) over contiguous ranges of [0, n) on up to `threads` threads (the
+/// calling one among them). Each range writes only its own blocks, so no locking is needed.
+template <typename Body>
+void inRanges(int64_t n, int threads, const Body& body) {
+  const int64_t parts = std::clamp<int64_t>(threads, 1, std::max<int64_t>(n, 1));
+  std::vector<std::thread> workers;
+  for (int64_t t = 1; t < parts; ++t) workers.emplace_back([&, t] { body(n * t / parts, n * (t + 1) / parts); });
+  body(0, n / parts);
+  for (std::thread& w : workers) w.join();
 }
 
 }  // namespace
@@ -231,62 +244,69 @@ std::array<uint8_t, 32> unpackBlock(const uint8_t bytes[24]) {
 }
 
 Expected<PackedBlobs> packRows(std::span<const uint16_t> x, int64_t rows, int64_t cols,
-                               ElementFormat format, ScaleMode mode) {
+                               ElementFormat format, ScaleMode mode, int threads) {
   RETURN_IF_ERROR(checkShape(x, rows, cols));
   PackedBlobs out = emptyBlobs(rows, cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < out.blocksPerRow(); ++b) {
-      const int64_t c0 = b * kBlockSize;
-      const int64_t n = std::min<int64_t>(kBlockSize, cols - c0);
-      storeBlock(out, r, b, x.subspan(static_cast<size_t>(r * cols + c0), static_cast<size_t>(n)),
-                 format, mode);
+  inRanges(rows, threads, [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      for (int64_t b = 0; b < out.blocksPerRow(); ++b) {
+        const int64_t c0 = b * kBlockSize;
+        const int64_t n = std::min<int64_t>(kBlockSize, cols - c0);
+        storeBlock(out, r, b, x.subspan(static_cast<size_t>(r * cols + c0), static_cast<size_t>(n)),
+                   format, mode);
+      }
     }
-  }
+  });
   return out;
 }
 
 Expected<PackedBlobs> packColumns(std::span<const uint16_t> x, int64_t rows, int64_t cols,
-                                  ElementFormat format, ScaleMode mode) {
+                                  ElementFormat format, ScaleMode mode, int threads) {
   RETURN_IF_ERROR(checkShape(x, rows, cols));
   PackedBlobs out = emptyBlobs(cols, rows);
-  uint16_t block[kBlockSize];
-  for (int64_t c = 0; c < cols; ++c) {
-    for (int64_t b = 0; b < out.blocksPerRow(); ++b) {
-      const int64_t r0 = b * kBlockSize;
-      const int64_t n = std::min<int64_t>(kBlockSize, rows - r0);
-      for (int64_t i = 0; i < n; ++i) block[i] = x[static_cast<size_t>((r0 + i) * cols + c)];
-      storeBlock(out, c, b, std::span<const uint16_t>(block, static_cast<size_t>(n)), format,
-                 mode);
+  inRanges(cols, threads, [&](int64_t first, int64_t last) {
+    uint16_t block[kBlockSize];
+    for (int64_t c = first; c < last; ++c) {
+      for (int64_t b = 0; b < out.blocksPerRow(); ++b) {
+        const int64_t r0 = b * kBlockSize;
+        const int64_t n = std::min<int64_t>(kBlockSize, rows - r0);
+        for (int64_t i = 0; i < n; ++i) block[i] = x[static_cast<size_t>((r0 + i) * cols + c)];
+        storeBlock(out, c, b, std::span<const uint16_t>(block, static_cast<size_t>(n)), format,
+                   mode);
+      }
     }
-  }
+  });
   return out;
 }
 
 // One read of X: each 32x32 tile is loaded once (zero-padded past R and C) and yields the row
 // blocks of its real rows and the column blocks of its real columns, as the GPU dual kernel does.
+// Threads take bands of 32 rows.
 Expected<DualBlobs> packDual(std::span<const uint16_t> x, int64_t rows, int64_t cols,
-                             ElementFormat format, ScaleMode mode) {
+                             ElementFormat format, ScaleMode mode, int threads) {
   RETURN_IF_ERROR(checkShape(x, rows, cols));
   DualBlobs out{emptyBlobs(rows, cols), emptyBlobs(cols, rows)};
-  uint16_t tile[kBlockSize][kBlockSize];
-  uint16_t column[kBlockSize];
-  for (int64_t rb = 0; rb < out.columns.blocksPerRow(); ++rb) {
-    for (int64_t cb = 0; cb < out.rows.blocksPerRow(); ++cb) {
-      const int64_t r0 = rb * kBlockSize, c0 = cb * kBlockSize;
-      const int64_t nr = std::min<int64_t>(kBlockSize, rows - r0);
-      const int64_t nc = std::min<int64_t>(kBlockSize, cols - c0);
-      for (int64_t i = 0; i < kBlockSize; ++i) {
-        for (int64_t j = 0; j < kBlockSize; ++j) {
-          tile[i][j] = i < nr && j < nc ? x[static_cast<size_t>((r0 + i) * cols + c0 + j)] : 0;
+  inRanges(out.columns.blocksPerRow(), threads, [&](int64_t firstBand, int64_t lastBand) {
+    uint16_t tile[kBlockSize][kBlockSize];
+    uint16_t column[kBlockSize];
+    for (int64_t rb = firstBand; rb < lastBand; ++rb) {
+      for (int64_t cb = 0; cb < out.rows.blocksPerRow(); ++cb) {
+        const int64_t r0 = rb * kBlockSize, c0 = cb * kBlockSize;
+        const int64_t nr = std::min<int64_t>(kBlockSize, rows - r0);
+        const int64_t nc = std::min<int64_t>(kBlockSize, cols - c0);
+        for (int64_t i = 0; i < kBlockSize; ++i) {
+          for (int64_t j = 0; j < kBlockSize; ++j) {
+            tile[i][j] = i < nr && j < nc ? x[static_cast<size_t>((r0 + i) * cols + c0 + j)] : 0;
+          }
+        }
+        for (int64_t i = 0; i < nr; ++i) storeBlock(out.rows, r0 + i, cb, tile[i], format, mode);
+        for (int64_t j = 0; j < nc; ++j) {
+          for (int64_t i = 0; i < kBlockSize; ++i) column[i] = tile[i][j];
+          storeBlock(out.columns, c0 + j, rb, column, format, mode);
         }
       }
-      for (int64_t i = 0; i < nr; ++i) storeBlock(out.rows, r0 + i, cb, tile[i], format, mode);
-      for (int64_t j = 0; j < nc; ++j) {
-        for (int64_t i = 0; i < kBlockSize; ++i) column[i] = tile[i][j];
-        storeBlock(out.columns, c0 + j, rb, column, format, mode);
-      }
     }
-  }
+  });
   return out;
 }
 

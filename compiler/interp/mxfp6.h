@@ -106,19 +106,22 @@ struct DualBlobs {
   PackedBlobs columns;  // packColumns(X)
 };
 
+// The packers below split their blocks among `threads` threads (at least 1); the blobs are the
+// same bytes for any count. The GPU tests' references are operands of hundreds of MB.
+
 /// Row blobs of X[R, C]: data [R, ceil(C/32), 24], scales [R, ceil(C/32)].
 /// Errors: a negative dimension, or x.size() != rows * cols.
 Expected<PackedBlobs> packRows(std::span<const uint16_t> x, int64_t rows, int64_t cols,
-                               ElementFormat format, ScaleMode mode = ScaleMode::Rceil);
+                               ElementFormat format, ScaleMode mode = ScaleMode::Rceil, int threads = 1);
 
 /// Column blobs of X[R, C], i.e. the row blobs of Xᵀ: data [C, ceil(R/32), 24],
 /// scales [C, ceil(R/32)].
 Expected<PackedBlobs> packColumns(std::span<const uint16_t> x, int64_t rows, int64_t cols,
-                                  ElementFormat format, ScaleMode mode = ScaleMode::Rceil);
+                                  ElementFormat format, ScaleMode mode = ScaleMode::Rceil, int threads = 1);
 
 /// Both from one pass over X in 32x32 tiles; byte-identical to packRows and packColumns.
 Expected<DualBlobs> packDual(std::span<const uint16_t> x, int64_t rows, int64_t cols,
-                             ElementFormat format, ScaleMode mode = ScaleMode::Rceil);
+                             ElementFormat format, ScaleMode mode = ScaleMode::Rceil, int threads = 1);
 
 /// Dequantises blobs back to [blobs.rows, blobs.cols] row-major doubles (padding dropped):
 /// decodeScale(scale) * decodeElement(code), NaN for every element of a 0xFF-scale block.

@@ -79,9 +79,11 @@ rt::Device* device(std::string* whyNot) {
   return dev.get();
 }
 
+int hostThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 interp::RunOptions referenceOptions() {
   interp::RunOptions opts;
-  opts.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  opts.threads = hostThreads();
   return opts;
 }
 

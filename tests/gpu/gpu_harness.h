@@ -48,8 +48,11 @@ rt::Device* device(std::string* whyNot);
 std::optional<kir::Kernel> instantiateDsl(const std::string& file, const std::string& kernel,
                                           const std::map<std::string, int64_t>& config, std::string& error);
 
-/// Options for the fp64 reference runs: the rows on every core of the machine (the reference,
-/// not the GPU, is most of a GPU test's time).
+/// The machine's cores: the threads of every host-side reference (the reference, not the GPU,
+/// is most of a GPU test's time).
+int hostThreads();
+
+/// Options for the fp64 reference runs: the rows on hostThreads() threads.
 interp::RunOptions referenceOptions();
 
 /// The launch arguments of `kernel` in its ABI order, filled from arguments bound by the

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/interpreter.h"
@@ -54,6 +55,26 @@ struct Packed {
   bool operator==(const Packed&) const = default;
 };
 
+/// The CPU encoder's blobs of one operand by format and scale mode, each computed once on every
+/// core (`pack(format, mode, threads)`): a test checks tens of code objects against the same few.
+template <typename Blobs>
+class References {
+ public:
+  template <typename Pack>
+  Expected<const Blobs*> get(mx::ElementFormat format, mx::ScaleMode mode, const Pack& pack) {
+    auto key = std::pair(format, mode);
+    auto found = blobs_.find(key);
+    if (found == blobs_.end()) {
+      ASSIGN_OR_RETURN(Blobs made, pack(format, mode, gputest::hostThreads()));
+      found = blobs_.emplace(key, std::move(made)).first;
+    }
+    return &found->second;
+  }
+
+ private:
+  std::map<std::pair<mx::ElementFormat, mx::ScaleMode>, Blobs> blobs_;
+};
+
 Expected<Packed> runRows(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
                          const std::vector<uint16_t>& x, int64_t rows) {
   ASSIGN_OR_RETURN(rt::DeviceBuffer dx, dev.allocate(x.size() * 2));
@@ -88,6 +109,7 @@ TEST_P(MxPackRowsGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
   ASSERT_FALSE(objects.empty()) << "no mxfp6_pack_rows code objects in " << gputest::gpuKernelsDir();
   int64_t rows = GetParam();
   std::vector<uint16_t> x = makeOperand(rows, 31 + rows);
+  References<mx::PackedBlobs> references;
   std::string error;
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
@@ -95,15 +117,18 @@ TEST_P(MxPackRowsGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
     ASSERT_TRUE(kernel) << error;
     auto format = mx::ElementFormat(kernel->config.at("FMT"));
     auto mode = mx::ScaleMode(kernel->config.at("MODE"));
-    Expected<mx::PackedBlobs> expected = mx::packRows(x, rows, kC, format, mode);
+    auto expected = references.get(format, mode, [&](mx::ElementFormat f, mx::ScaleMode m, int threads) {
+      return mx::packRows(x, rows, kC, f, m, threads);
+    });
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
     auto first = runRows(*dev, obj, *kernel, x, rows);
     ASSERT_TRUE(first.isOk()) << first.status().message();
     auto second = runRows(*dev, obj, *kernel, x, rows);
     ASSERT_TRUE(second.isOk()) << second.status().message();
     int64_t dataMismatch = 0, scaleMismatch = 0;
-    for (size_t i = 0; i < first->data.size(); ++i) dataMismatch += first->data[i] != expected->data[i];
-    for (size_t i = 0; i < first->scales.size(); ++i) scaleMismatch += first->scales[i] != expected->scales[i];
+    const mx::PackedBlobs& want = **expected;
+    for (size_t i = 0; i < first->data.size(); ++i) dataMismatch += first->data[i] != want.data[i];
+    for (size_t i = 0; i < first->scales.size(); ++i) scaleMismatch += first->scales[i] != want.scales[i];
     std::string tag;
     for (const auto& [k, v] : obj.metadata.config) tag += k + "=" + std::to_string(v) + " ";
     std::printf("RESULT mxfp6_pack_rows %-44s R=%-6lld C=%lld %s/%s data_bytes_differing=%lld "
@@ -177,6 +202,7 @@ TEST_P(MxPackTilesGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
   ASSERT_FALSE(objects.empty()) << "no " << name << " code objects in " << gputest::gpuKernelsDir();
   int64_t rows = blocks * 32;
   std::vector<uint16_t> x = makeOperand(rows, 77 + blocks);
+  References<mx::DualBlobs> references;
   std::string error;
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
@@ -189,16 +215,19 @@ TEST_P(MxPackTilesGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
     }
     auto format = mx::ElementFormat(kernel->config.at("FMT"));
     auto mode = mx::ScaleMode(kernel->config.at("MODE"));
-    Expected<mx::DualBlobs> expected = mx::packDual(x, rows, kC, format, mode);
+    auto expected = references.get(format, mode, [&](mx::ElementFormat f, mx::ScaleMode m, int threads) {
+      return mx::packDual(x, rows, kC, f, m, threads);
+    });
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
     auto first = runTiles(*dev, obj, *kernel, x, blocks, dual);
     ASSERT_TRUE(first.isOk()) << first.status().message();
     auto second = runTiles(*dev, obj, *kernel, x, blocks, dual);
     ASSERT_TRUE(second.isOk()) << second.status().message();
-    int64_t colData = differing(first->cols.data, expected->columns.data);
-    int64_t colScales = differing(first->cols.scales, expected->columns.scales);
-    int64_t rowData = dual ? differing(first->rows.data, expected->rows.data) : 0;
-    int64_t rowScales = dual ? differing(first->rows.scales, expected->rows.scales) : 0;
+    const mx::DualBlobs& want = **expected;
+    int64_t colData = differing(first->cols.data, want.columns.data);
+    int64_t colScales = differing(first->cols.scales, want.columns.scales);
+    int64_t rowData = dual ? differing(first->rows.data, want.rows.data) : 0;
+    int64_t rowScales = dual ? differing(first->rows.scales, want.rows.scales) : 0;
     std::string tag;
     for (const auto& [k, v] : obj.metadata.config) tag += k + "=" + std::to_string(v) + " ";
     std::printf("RESULT %s %-52s R=%-6lld C=%lld %s/%s col_data_differing=%lld col_scales_differing=%lld "

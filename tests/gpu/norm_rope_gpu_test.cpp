@@ -1019,7 +1019,7 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
       int64_t blobBytes = 0;
       if (bf16Out) {
         grad = checkQkvGrad(p, first->dqkv, ref.dqkv64, ref.terms, in.dv);
-        Expected<mx::DualBlobs> blobs = mx::packDual(first->dqkv, shape.tokens, C, format, mode);
+        Expected<mx::DualBlobs> blobs = mx::packDual(first->dqkv, shape.tokens, C, format, mode, gputest::hostThreads());
         ASSERT_TRUE(blobs.isOk()) << blobs.status().message();
         blobBytes = differingBytes(first->rowData, blobs->rows.data) +
                     differingBytes(first->rowScales, blobs->rows.scales) +

@@ -671,6 +671,33 @@ TEST(Mxfp6Layout, ColumnsAreRowsOfTheTransposeAndDualIsByteIdentical) {
   }
 }
 
+TEST(Mxfp6Layout, ThreadsSplitTheBlocksWithoutChangingAByte) {
+  // More threads than blocks, bands of 32 rows that do not divide the rows, one thread per row.
+  const std::pair<int64_t, int64_t> shapes[] = {{300, 70}, {5, 96}, {64, 33}, {1, 1}, {0, 40}};
+  uint64_t seed = 40;
+  for (auto [rows, cols] : shapes) {
+    const auto x = randomTensor(rows, cols, ++seed, 2);
+    const Guarded gx(x);
+    for (ElementFormat f : kFormats) {
+      auto rowsOne = packRows(gx.span(), rows, cols, f, ScaleMode::Even, 1);
+      auto columnsOne = packColumns(gx.span(), rows, cols, f, ScaleMode::Even, 1);
+      ASSERT_TRUE(rowsOne.isOk() && columnsOne.isOk());
+      for (int threads : {0, 2, 3, 7, 301}) {
+        SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " on " + std::to_string(threads) +
+                     " threads, " + elementFormatName(f));
+        auto byRows = packRows(gx.span(), rows, cols, f, ScaleMode::Even, threads);
+        auto byColumns = packColumns(gx.span(), rows, cols, f, ScaleMode::Even, threads);
+        auto dual = packDual(gx.span(), rows, cols, f, ScaleMode::Even, threads);
+        ASSERT_TRUE(byRows.isOk() && byColumns.isOk() && dual.isOk());
+        EXPECT_EQ(*byRows, *rowsOne);
+        EXPECT_EQ(*byColumns, *columnsOne);
+        EXPECT_EQ(dual->rows, *rowsOne);
+        EXPECT_EQ(dual->columns, *columnsOne);
+      }
+    }
+  }
+}
+
 TEST(Mxfp6Layout, DefaultModeIsRceil) {
   const auto x = randomTensor(40, 70, 5, 0);
   auto byDefault = packRows(x, 40, 70, ElementFormat::E3M2);
@@ -719,12 +746,12 @@ TEST(Mxfp6Layout, DequantisedValuesAreWithinHalfAGridStep) {
 TEST(Mxfp6Layout, ShapeErrors) {
   const std::vector<uint16_t> x(12, 0);
   for (auto pack : {packRows, packColumns}) {
-    auto wrongSize = pack(x, 3, 5, ElementFormat::E2M3, ScaleMode::Rceil);
+    auto wrongSize = pack(x, 3, 5, ElementFormat::E2M3, ScaleMode::Rceil, 1);
     ASSERT_FALSE(wrongSize.isOk());
     EXPECT_NE(wrongSize.status().message().find("12 elements"), std::string::npos)
         << wrongSize.status().message();
-    EXPECT_FALSE(pack(x, -3, -4, ElementFormat::E2M3, ScaleMode::Rceil).isOk());
-    EXPECT_TRUE(pack(x, 3, 4, ElementFormat::E2M3, ScaleMode::Rceil).isOk());
+    EXPECT_FALSE(pack(x, -3, -4, ElementFormat::E2M3, ScaleMode::Rceil, 4).isOk());
+    EXPECT_TRUE(pack(x, 3, 4, ElementFormat::E2M3, ScaleMode::Rceil, 4).isOk());
   }
   EXPECT_FALSE(packDual(x, 4, 4, ElementFormat::E3M2, ScaleMode::Floor).isOk());
   EXPECT_FALSE(packDual(x, INT64_C(1) << 40, INT64_C(1) << 40, ElementFormat::E3M2,
