@@ -1566,9 +1566,9 @@ def plan(objects=None):
     operands at T = 4096. LN-modulate (fwd, bwd; per-sample modulation with [B, S, D] tokens, and at
     T >= 16384 also [S, B, D]; per-token modulation) at T = 4096, 16384, 32768 (B = T/512);
     norm+RoPE at QK rows 98304 .. 786432 = T*24 heads (whole-QKV in both layouts, per-tensor on
-    the K slice; at T >= 16384 also sequence-major [S, B] tokens; the backwards and the packer
-    prologue, E3M2 and E2M3, from 196608, the prologue at T >= 16384 also with one rotary table
-    for Q and K); the row, column and dual packers (E3M2 and E2M3) at
+    the K slice; at T >= 16384 also sequence-major [S, B] tokens; the backwards likewise, and
+    the packer prologue in both formats, the prologue at T >= 16384 also with one rotary table
+    for Q and K, and at 98304 rows last); the row, column and dual packers (E3M2 and E2M3) at
     T x C, C = 3072 and, where their code objects were built (objects: {kernel: [(path, meta)]};
     None: all), 9216, 12288, 21504."""
     def packs(T, widths):
@@ -1598,7 +1598,7 @@ def plan(objects=None):
         items += packs(T, PACK_WIDTHS[1:])
     items += [LnModulate(4096), LnModulatePerToken(4096), NormRopeQkv(98304, "megatron"),
               NormRopeQkv(98304, "blocked"), NormRopeSlice(98304), LnModulateBwd(4096),
-              LnModulateBwdPerToken(4096)] + packs(4096, PACK_WIDTHS[:1])
+              LnModulateBwdPerToken(4096), NormRopeQkvBwd(98304), NormRopeSliceBwd(98304)] + packs(4096, PACK_WIDTHS[:1])
     items += [NormRopeQkv(196608, "megatron"), NormRopeQkv(196608, "blocked"), NormRopeSlice(196608),
               NormRopeQkvBwd(196608), NormRopeSliceBwd(196608)] + prologues(196608)
-    return items + packs(4096, PACK_WIDTHS[1:])
+    return items + packs(4096, PACK_WIDTHS[1:]) + prologues(98304)
