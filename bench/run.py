@@ -91,7 +91,8 @@ def parse_args():
     ap.add_argument("--resources", default=None, metavar="JSON",
                     help="an amd_resources.py table whose gfx942 and gfx950 figures the report shows beside our "
                          "best plans' (.json or .json.gz; default: the newest results/*-resources*.json; 'none' leaves them out)")
-    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--seed", type=int, default=20261201,
+                    help="the inputs' random seed: each kernel/shape takes it plus its index in this call's list")
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
     args = ap.parse_args()
     if args.rerun and not args.resume:
