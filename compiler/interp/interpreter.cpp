@@ -15,10 +15,10 @@
 #include <cstring>
 #include <limits>
 #include <sstream>
-#include <thread>
 
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/mxfp6.h"
+#include "compiler/interp/ranges.h"
 
 namespace mxfp6::interp {
 namespace {
@@ -1648,16 +1648,11 @@ Status run(const kir::Kernel& kernel, const BoundArgs& args, const RunOptions& o
   // own machines. The error reported is the one of the earliest range that failed, which holds
   // the first failing row of that range.
   std::vector<Status> results(threads);
-  std::vector<std::thread> workers;
-  for (int64_t t = 0; t < threads; ++t) {
-    const int64_t first = rows * t / threads, last = rows * (t + 1) / threads;
-    workers.emplace_back([&, t, first, last] {
-      Machine part(kernel, args, options);
-      Status ready = part.prepare();
-      results[t] = ready.isOk() ? part.runRows(first, last - first) : ready;
-    });
-  }
-  for (std::thread& w : workers) w.join();
+  inRanges(rows, threads, [&](int64_t t, int64_t first, int64_t last) {
+    Machine part(kernel, args, options);
+    Status ready = part.prepare();
+    results[t] = ready.isOk() ? part.runRows(first, last - first) : ready;
+  });
   for (const Status& r : results) RETURN_IF_ERROR(r);
   return Status::ok();
 }

@@ -4,10 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "compiler/interp/float_formats.h"
+#include "compiler/interp/ranges.h"
 
 namespace mxfp6::mx {
 namespace {
@@ -103,17 +103,6 @@ void storeBlock(PackedBlobs& blobs, int64_t row, int64_t blockIndex,
   blobs.scales[index] = encodeBlock(block, format, mode, codes);
   const std::array<uint8_t, kPackedBlockBytes> bytes = packBlock(codes);
   std::copy(bytes.begin(), bytes.end(), blobs.data.begin() + index * kPackedBlockBytes);
-}
-
-/// Runs body(first, last) over contiguous ranges of [0, n) on up to `threads` threads (the
-/// calling one among them). Each range writes only its own blocks, so no locking is needed.
-template <typename Body>
-void inRanges(int64_t n, int threads, const Body& body) {
-  const int64_t parts = std::clamp<int64_t>(threads, 1, std::max<int64_t>(n, 1));
-  std::vector<std::thread> workers;
-  for (int64_t t = 1; t < parts; ++t) workers.emplace_back([&, t] { body(n * t / parts, n * (t + 1) / parts); });
-  body(0, n / parts);
-  for (std::thread& w : workers) w.join();
 }
 
 }  // namespace
@@ -247,7 +236,7 @@ Expected<PackedBlobs> packRows(std::span<const uint16_t> x, int64_t rows, int64_
                                ElementFormat format, ScaleMode mode, int threads) {
   RETURN_IF_ERROR(checkShape(x, rows, cols));
   PackedBlobs out = emptyBlobs(rows, cols);
-  inRanges(rows, threads, [&](int64_t first, int64_t last) {
+  interp::inRanges(rows, threads, [&](int64_t, int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r) {
       for (int64_t b = 0; b < out.blocksPerRow(); ++b) {
         const int64_t c0 = b * kBlockSize;
@@ -264,7 +253,7 @@ Expected<PackedBlobs> packColumns(std::span<const uint16_t> x, int64_t rows, int
                                   ElementFormat format, ScaleMode mode, int threads) {
   RETURN_IF_ERROR(checkShape(x, rows, cols));
   PackedBlobs out = emptyBlobs(cols, rows);
-  inRanges(cols, threads, [&](int64_t first, int64_t last) {
+  interp::inRanges(cols, threads, [&](int64_t, int64_t first, int64_t last) {
     uint16_t block[kBlockSize];
     for (int64_t c = first; c < last; ++c) {
       for (int64_t b = 0; b < out.blocksPerRow(); ++b) {
@@ -286,7 +275,7 @@ Expected<DualBlobs> packDual(std::span<const uint16_t> x, int64_t rows, int64_t 
                              ElementFormat format, ScaleMode mode, int threads) {
   RETURN_IF_ERROR(checkShape(x, rows, cols));
   DualBlobs out{emptyBlobs(rows, cols), emptyBlobs(cols, rows)};
-  inRanges(out.columns.blocksPerRow(), threads, [&](int64_t firstBand, int64_t lastBand) {
+  interp::inRanges(out.columns.blocksPerRow(), threads, [&](int64_t, int64_t firstBand, int64_t lastBand) {
     uint16_t tile[kBlockSize][kBlockSize];
     uint16_t column[kBlockSize];
     for (int64_t rb = firstBand; rb < lastBand; ++rb) {

@@ -11,12 +11,12 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "compiler/frontend/kir.h"
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/interpreter.h"
+#include "compiler/interp/ranges.h"
 #include "runtime/runtime.h"
 
 namespace mxfp6::gputest {
@@ -106,13 +106,10 @@ void mergeInto(std::array<Part, N>& into, const std::array<Part, N>& from) {
 /// write to its part.
 template <typename Part, typename Check>
 Part checkInParallel(int64_t n, const Check& check) {
-  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(n, std::thread::hardware_concurrency()));
-  const int64_t chunk = n > 0 ? (n + workers - 1) / workers : 0;
-  std::vector<Part> parts(workers);
-  std::vector<std::thread> pool;
-  for (int64_t w = 0; w < workers && w * chunk < n; ++w)
-    pool.emplace_back([&, w] { check(w * chunk, std::min(n, (w + 1) * chunk), parts[w]); });
-  for (std::thread& t : pool) t.join();
+  std::vector<Part> parts(hostThreads());
+  parts.resize(interp::inRanges(n, int64_t(parts.size()), [&](int64_t part, int64_t begin, int64_t end) {
+    check(begin, end, parts[part]);
+  }));
   Part total{};
   for (const Part& part : parts) mergeInto(total, part);
   return total;
