@@ -50,10 +50,12 @@ std::string configTag(const rt::KernelMetadata& metadata) {
   return tag;
 }
 
-std::vector<CodeObject> findCodeObjects(const std::string& kernel) {
+std::string benchKernelsDir() { return (fs::path(gpuKernelsDir()) / "bench").string(); }
+
+std::vector<CodeObject> findCodeObjects(const std::string& kernel, const std::string& dir) {
   std::vector<CodeObject> found;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(gpuKernelsDir(), ec)) {
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (entry.path().extension() != ".json") continue;
     Expected<rt::KernelMetadata> meta = rt::parseKernelMetadata(readFile(entry.path()));
     if (!meta || meta->kernel != kernel) continue;

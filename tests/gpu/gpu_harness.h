@@ -32,9 +32,14 @@ struct CodeObject {
   rt::KernelMetadata metadata;
 };
 
-/// Every code object in gpuKernelsDir() whose metadata names `kernel` (sorted by path). Each is
-/// a file with its metadata in `<file>.json`.
-std::vector<CodeObject> findCodeObjects(const std::string& kernel);
+/// The benchmark's schedules that are not among the GPU tests' own (bench/CMakeLists.txt):
+/// gpuKernelsDir()/bench. The tests check them at shapes of their own, smaller than Flux's where
+/// the Flux shapes would take a device call's time.
+std::string benchKernelsDir();
+
+/// Every code object in `dir` whose metadata names `kernel` (sorted by path). Each is a file with
+/// its metadata in `<file>.json`.
+std::vector<CodeObject> findCodeObjects(const std::string& kernel, const std::string& dir = gpuKernelsDir());
 
 /// A code object's configuration as "KEY=value,..." (every bound size and tunable, sorted by
 /// key): the schedule column of the tests' RESULT lines.

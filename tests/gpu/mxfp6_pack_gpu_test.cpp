@@ -2,13 +2,16 @@
 // (compiler/interp/mxfp6.h, itself checked exhaustively against specs/mxfp6.md): every format
 // and scale mode, on data with ordinary values, zero blocks, bf16 subnormals, values at the
 // format's saturation, and NaN/Inf blocks. Outputs poisoned before each launch; two launches
-// bit-identical.
+// bit-identical. The GPU tests' own schedules (C = 3072) at Flux's R, and the benchmark's other
+// schedules (build/gpu_kernels/bench: C = 9216, 12288, 21504) at smaller R, so every packer the
+// benchmark can choose has passed here.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <tuple>
 
 #include "compiler/interp/float_formats.h"
 #include "compiler/interp/interpreter.h"
@@ -18,22 +21,20 @@
 namespace mxfp6 {
 namespace {
 
-constexpr int64_t kC = 3072, kBlocks = kC / 32, kPacked = kC * 3 / 4;
-
 interp::TensorArg tensor(const void* data, kir::Dtype dtype, std::vector<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return {const_cast<void*>(data), dtype, shape, n};
 }
 
-/// Random rows with a special block kind every few blocks.
-std::vector<uint16_t> makeOperand(int64_t rows, uint64_t seed) {
-  std::vector<uint16_t> x(rows * kC);
+/// Random rows [rows, C] with a special block kind every few blocks.
+std::vector<uint16_t> makeOperand(int64_t rows, int64_t C, uint64_t seed) {
+  std::vector<uint16_t> x(rows * C);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> magnitude(-20.0f, 20.0f);
   std::uniform_int_distribution<int> kind(0, 15);
   std::uniform_int_distribution<int> lane(0, 31);
-  for (int64_t b = 0; b < rows * kBlocks; ++b) {
+  for (int64_t b = 0; b < rows * C / 32; ++b) {
     uint16_t* blk = &x[b * 32];
     float scale = std::exp2(magnitude(rng));
     gputest::fillNormalBf16(x, b * 32, 32, 0.0f, scale, rng);
@@ -55,75 +56,101 @@ struct Packed {
   bool operator==(const Packed&) const = default;
 };
 
-/// The CPU encoder's blobs of one operand by format and scale mode, each computed once on every
-/// core (`pack(format, mode, threads)`): a test checks tens of code objects against the same few.
+/// The operands of one test, one per width C [rows, C], and the CPU encoder's blobs of each by
+/// format and scale mode, each computed once on every core (`pack(x, C, format, mode, threads)`):
+/// a test checks tens of code objects against the same few.
 template <typename Blobs>
-class References {
+class Operands {
  public:
+  Operands(int64_t rows, uint64_t seed) : rows_(rows), seed_(seed) {}
+
+  const std::vector<uint16_t>& x(int64_t C) {
+    auto found = x_.find(C);
+    if (found == x_.end()) found = x_.emplace(C, makeOperand(rows_, C, seed_ + C)).first;
+    return found->second;
+  }
+
   template <typename Pack>
-  Expected<const Blobs*> get(mx::ElementFormat format, mx::ScaleMode mode, const Pack& pack) {
-    auto key = std::pair(format, mode);
+  Expected<const Blobs*> blobs(int64_t C, mx::ElementFormat format, mx::ScaleMode mode, const Pack& pack) {
+    auto key = std::tuple(C, format, mode);
     auto found = blobs_.find(key);
     if (found == blobs_.end()) {
-      ASSIGN_OR_RETURN(Blobs made, pack(format, mode, gputest::hostThreads()));
+      ASSIGN_OR_RETURN(Blobs made, pack(x(C), C, format, mode, gputest::hostThreads()));
       found = blobs_.emplace(key, std::move(made)).first;
     }
     return &found->second;
   }
 
  private:
-  std::map<std::pair<mx::ElementFormat, mx::ScaleMode>, Blobs> blobs_;
+  int64_t rows_;
+  uint64_t seed_;
+  std::map<int64_t, std::vector<uint16_t>> x_;
+  std::map<std::tuple<int64_t, mx::ElementFormat, mx::ScaleMode>, Blobs> blobs_;
 };
 
+/// Whose code objects a test checks: the GPU tests' own (every packer at C = 3072), or the
+/// benchmark's other schedules (the other GEMM operand widths), at smaller R.
+enum class Schedules { Tests, Bench };
+
+std::string objectsDir(Schedules s) {
+  return s == Schedules::Tests ? gputest::gpuKernelsDir() : gputest::benchKernelsDir();
+}
+
+const char* schedulesName(Schedules s) { return s == Schedules::Tests ? "Tests" : "Bench"; }
+
+void PrintTo(Schedules s, std::ostream* os) { *os << schedulesName(s); }  // gtest's name for a parameter
+
 Expected<Packed> runRows(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
-                         const std::vector<uint16_t>& x, int64_t rows) {
+                         const std::vector<uint16_t>& x, int64_t rows, int64_t C) {
+  const int64_t packed = C * 3 / 4, blocks = C / 32;
   ASSIGN_OR_RETURN(rt::DeviceBuffer dx, dev.allocate(x.size() * 2));
-  ASSIGN_OR_RETURN(rt::DeviceBuffer data, dev.allocate(rows * kPacked));
-  ASSIGN_OR_RETURN(rt::DeviceBuffer scales, dev.allocate(rows * kBlocks));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer data, dev.allocate(rows * packed));
+  ASSIGN_OR_RETURN(rt::DeviceBuffer scales, dev.allocate(rows * blocks));
   RETURN_IF_ERROR(dev.copyToDevice(dx.data(), x.data(), x.size() * 2));
-  RETURN_IF_ERROR(dev.memset(data.data(), 0xA5, rows * kPacked));
-  RETURN_IF_ERROR(dev.memset(scales.data(), 0xA5, rows * kBlocks));
-  std::vector<interp::Arg> args = {tensor(dx.data(), kir::Dtype::BF16, {rows, kC}),
-                                   tensor(data.data(), kir::Dtype::U8, {rows, kPacked}),
-                                   tensor(scales.data(), kir::Dtype::U8, {rows, kBlocks})};
+  RETURN_IF_ERROR(dev.memset(data.data(), 0xA5, rows * packed));
+  RETURN_IF_ERROR(dev.memset(scales.data(), 0xA5, rows * blocks));
+  std::vector<interp::Arg> args = {tensor(dx.data(), kir::Dtype::BF16, {rows, C}),
+                                   tensor(data.data(), kir::Dtype::U8, {rows, packed}),
+                                   tensor(scales.data(), kir::Dtype::U8, {rows, blocks})};
   ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
   ASSIGN_OR_RETURN(auto loaded, rt::loadKernel(dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())),
                                                obj.metadata));
   RETURN_IF_ERROR(loaded->launchRows(rows, nullptr, gputest::launchArgs(kernel, bound)));
   RETURN_IF_ERROR(dev.synchronize());
   Packed out;
-  out.data.resize(rows * kPacked);
-  out.scales.resize(rows * kBlocks);
+  out.data.resize(rows * packed);
+  out.scales.resize(rows * blocks);
   RETURN_IF_ERROR(dev.copyToHost(out.data.data(), data.data(), out.data.size()));
   RETURN_IF_ERROR(dev.copyToHost(out.scales.data(), scales.data(), out.scales.size()));
   return out;
 }
 
-class MxPackRowsGpu : public ::testing::TestWithParam<int64_t> {};
+class MxPackRowsGpu : public ::testing::TestWithParam<std::tuple<Schedules, int64_t>> {};
 
 TEST_P(MxPackRowsGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
   std::string whyNot;
   rt::Device* dev = gputest::device(&whyNot);
   if (!dev) GTEST_SKIP() << whyNot;
-  auto objects = gputest::findCodeObjects("mxfp6_pack_rows");
-  ASSERT_FALSE(objects.empty()) << "no mxfp6_pack_rows code objects in " << gputest::gpuKernelsDir();
-  int64_t rows = GetParam();
-  std::vector<uint16_t> x = makeOperand(rows, 31 + rows);
-  References<mx::PackedBlobs> references;
+  auto [schedules, rows] = GetParam();
+  auto objects = gputest::findCodeObjects("mxfp6_pack_rows", objectsDir(schedules));
+  ASSERT_FALSE(objects.empty()) << "no mxfp6_pack_rows code objects in " << objectsDir(schedules);
+  Operands<mx::PackedBlobs> operands(rows, 31 + rows);
   std::string error;
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
     auto kernel = gputest::instantiateDsl("kernels_dsl/mxfp6_pack.mxk", "mxfp6_pack_rows", obj.metadata.config, error);
     ASSERT_TRUE(kernel) << error;
+    const int64_t C = kernel->config.at("C");
     auto format = mx::ElementFormat(kernel->config.at("FMT"));
     auto mode = mx::ScaleMode(kernel->config.at("MODE"));
-    auto expected = references.get(format, mode, [&](mx::ElementFormat f, mx::ScaleMode m, int threads) {
-      return mx::packRows(x, rows, kC, f, m, threads);
+    auto expected = operands.blobs(C, format, mode, [&](const std::vector<uint16_t>& x, int64_t c, mx::ElementFormat f,
+                                                        mx::ScaleMode m, int threads) {
+      return mx::packRows(x, rows, c, f, m, threads);
     });
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
-    auto first = runRows(*dev, obj, *kernel, x, rows);
+    auto first = runRows(*dev, obj, *kernel, operands.x(C), rows, C);
     ASSERT_TRUE(first.isOk()) << first.status().message();
-    auto second = runRows(*dev, obj, *kernel, x, rows);
+    auto second = runRows(*dev, obj, *kernel, operands.x(C), rows, C);
     ASSERT_TRUE(second.isOk()) << second.status().message();
     int64_t dataMismatch = 0, scaleMismatch = 0;
     const mx::PackedBlobs& want = **expected;
@@ -133,7 +160,7 @@ TEST_P(MxPackRowsGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
     for (const auto& [k, v] : obj.metadata.config) tag += k + "=" + std::to_string(v) + " ";
     std::printf("RESULT mxfp6_pack_rows %-44s R=%-6lld C=%lld %s/%s data_bytes_differing=%lld "
                 "scale_bytes_differing=%lld deterministic=%s\n",
-                tag.c_str(), (long long)rows, (long long)kC, mx::elementFormatName(format), mx::scaleModeName(mode),
+                tag.c_str(), (long long)rows, (long long)C, mx::elementFormatName(format), mx::scaleModeName(mode),
                 (long long)dataMismatch, (long long)scaleMismatch, *first == *second ? "yes" : "NO");
     EXPECT_EQ(dataMismatch, 0);
     EXPECT_EQ(scaleMismatch, 0);
@@ -149,29 +176,29 @@ struct TileOutputs {
 };
 
 Expected<TileOutputs> runTiles(rt::Device& dev, const gputest::CodeObject& obj, const kir::Kernel& kernel,
-                               const std::vector<uint16_t>& x, int64_t blocks, bool dual) {
-  int64_t rows = blocks * 32;
+                               const std::vector<uint16_t>& x, int64_t blocks, int64_t C, bool dual) {
+  const int64_t rows = blocks * 32, packed = C * 3 / 4, rowBlocks = C / 32;
   ASSIGN_OR_RETURN(rt::DeviceBuffer dx, dev.allocate(x.size() * 2));
   RETURN_IF_ERROR(dev.copyToDevice(dx.data(), x.data(), x.size() * 2));
   std::vector<std::pair<rt::DeviceBuffer, int64_t>> outs;  // row data, row scales, col data, col scales
-  for (int64_t bytes : {rows * kPacked, rows * kBlocks, kC * blocks * 24, kC * blocks}) {
+  for (int64_t bytes : {rows * packed, rows * rowBlocks, C * blocks * 24, C * blocks}) {
     ASSIGN_OR_RETURN(rt::DeviceBuffer b, dev.allocate(bytes));
     RETURN_IF_ERROR(dev.memset(b.data(), 0xA5, bytes));
     outs.emplace_back(std::move(b), bytes);
   }
   const int64_t hb = kernel.config.at("HB"), groups = blocks / hb;
-  std::vector<interp::Arg> args = {tensor(dx.data(), kir::Dtype::BF16, {groups, hb, 32, kC})};
+  std::vector<interp::Arg> args = {tensor(dx.data(), kir::Dtype::BF16, {groups, hb, 32, C})};
   if (dual) {
-    args.push_back(tensor(outs[0].first.data(), kir::Dtype::U8, {groups, hb, 32, kPacked}));
-    args.push_back(tensor(outs[1].first.data(), kir::Dtype::U8, {groups, hb, 32, kBlocks}));
+    args.push_back(tensor(outs[0].first.data(), kir::Dtype::U8, {groups, hb, 32, packed}));
+    args.push_back(tensor(outs[1].first.data(), kir::Dtype::U8, {groups, hb, 32, rowBlocks}));
   }
-  args.push_back(tensor(outs[2].first.data(), kir::Dtype::U8, {kC, groups, hb, 24}));
-  args.push_back(tensor(outs[3].first.data(), kir::Dtype::U8, {kC, groups, hb}));
+  args.push_back(tensor(outs[2].first.data(), kir::Dtype::U8, {C, groups, hb, 24}));
+  args.push_back(tensor(outs[3].first.data(), kir::Dtype::U8, {C, groups, hb}));
   ASSIGN_OR_RETURN(interp::BoundArgs bound, interp::bindArguments(kernel, args));
   ASSIGN_OR_RETURN(auto loaded, rt::loadKernel(dev, std::as_bytes(std::span(obj.bytes.data(), obj.bytes.size())),
                                                obj.metadata));
   // One program row per (group of HB row blocks, column tile).
-  int64_t programRows = groups * (kC / kernel.config.at("W"));
+  int64_t programRows = groups * (C / kernel.config.at("W"));
   RETURN_IF_ERROR(loaded->launchRows(programRows, nullptr, gputest::launchArgs(kernel, bound)));
   RETURN_IF_ERROR(dev.synchronize());
   std::vector<std::vector<uint8_t>> host(4);
@@ -190,19 +217,18 @@ int64_t differing(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) 
   return n;
 }
 
-class MxPackTilesGpu : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
+class MxPackTilesGpu : public ::testing::TestWithParam<std::tuple<Schedules, std::string, int64_t>> {};
 
 TEST_P(MxPackTilesGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
   std::string whyNot;
   rt::Device* dev = gputest::device(&whyNot);
   if (!dev) GTEST_SKIP() << whyNot;
-  auto [name, blocks] = GetParam();
+  auto [schedules, name, blocks] = GetParam();
   bool dual = name == "mxfp6_pack_dual";
-  auto objects = gputest::findCodeObjects(name);
-  ASSERT_FALSE(objects.empty()) << "no " << name << " code objects in " << gputest::gpuKernelsDir();
+  auto objects = gputest::findCodeObjects(name, objectsDir(schedules));
+  ASSERT_FALSE(objects.empty()) << "no " << name << " code objects in " << objectsDir(schedules);
   int64_t rows = blocks * 32;
-  std::vector<uint16_t> x = makeOperand(rows, 77 + blocks);
-  References<mx::DualBlobs> references;
+  Operands<mx::DualBlobs> operands(rows, 77 + blocks);
   std::string error;
   for (const gputest::CodeObject& obj : objects) {
     SCOPED_TRACE(obj.path);
@@ -213,15 +239,17 @@ TEST_P(MxPackTilesGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
                   (long long)rows);
       continue;
     }
+    const int64_t C = kernel->config.at("C");
     auto format = mx::ElementFormat(kernel->config.at("FMT"));
     auto mode = mx::ScaleMode(kernel->config.at("MODE"));
-    auto expected = references.get(format, mode, [&](mx::ElementFormat f, mx::ScaleMode m, int threads) {
-      return mx::packDual(x, rows, kC, f, m, threads);
+    auto expected = operands.blobs(C, format, mode, [&](const std::vector<uint16_t>& x, int64_t c, mx::ElementFormat f,
+                                                        mx::ScaleMode m, int threads) {
+      return mx::packDual(x, rows, c, f, m, threads);
     });
     ASSERT_TRUE(expected.isOk()) << expected.status().message();
-    auto first = runTiles(*dev, obj, *kernel, x, blocks, dual);
+    auto first = runTiles(*dev, obj, *kernel, operands.x(C), blocks, C, dual);
     ASSERT_TRUE(first.isOk()) << first.status().message();
-    auto second = runTiles(*dev, obj, *kernel, x, blocks, dual);
+    auto second = runTiles(*dev, obj, *kernel, operands.x(C), blocks, C, dual);
     ASSERT_TRUE(second.isOk()) << second.status().message();
     const mx::DualBlobs& want = **expected;
     int64_t colData = differing(first->cols.data, want.columns.data);
@@ -232,7 +260,7 @@ TEST_P(MxPackTilesGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
     for (const auto& [k, v] : obj.metadata.config) tag += k + "=" + std::to_string(v) + " ";
     std::printf("RESULT %s %-52s R=%-6lld C=%lld %s/%s col_data_differing=%lld col_scales_differing=%lld "
                 "row_data_differing=%s row_scales_differing=%s deterministic=%s\n",
-                name.c_str(), tag.c_str(), (long long)rows, (long long)kC, mx::elementFormatName(format),
+                name.c_str(), tag.c_str(), (long long)rows, (long long)C, mx::elementFormatName(format),
                 mx::scaleModeName(mode), (long long)colData, (long long)colScales,
                 dual ? std::to_string(rowData).c_str() : "-", dual ? std::to_string(rowScales).c_str() : "-",
                 *first == *second ? "yes" : "NO");
@@ -244,18 +272,40 @@ TEST_P(MxPackTilesGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
   }
 }
 
-// R = 16384 tokens (Flux, B=32), 768 rows (24 row blocks: every HB, fewer programs than SMs) and
-// a ragged 96 rows (three row blocks: HB = 1 only).
-INSTANTIATE_TEST_SUITE_P(Tiles, MxPackTilesGpu,
-                         ::testing::Combine(::testing::Values(std::string("mxfp6_pack_cols"),
-                                                              std::string("mxfp6_pack_dual")),
-                                            ::testing::Values(int64_t{512}, int64_t{24}, int64_t{3})),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_R" + std::to_string(32 * std::get<1>(info.param));
-                         });
+std::string tilesTestName(const ::testing::TestParamInfo<MxPackTilesGpu::ParamType>& info) {
+  return std::string(schedulesName(std::get<0>(info.param))) + "_" + std::get<1>(info.param) + "_R" +
+         std::to_string(32 * std::get<2>(info.param));
+}
 
-INSTANTIATE_TEST_SUITE_P(Rows, MxPackRowsGpu, ::testing::Values(int64_t{16384}, int64_t{5}),
-                         [](const auto& info) { return "R" + std::to_string(info.param); });
+std::string rowsTestName(const ::testing::TestParamInfo<MxPackRowsGpu::ParamType>& info) {
+  return std::string(schedulesName(std::get<0>(info.param))) + "_R" + std::to_string(std::get<1>(info.param));
+}
+
+const auto kPackers = ::testing::Values(std::string("mxfp6_pack_cols"), std::string("mxfp6_pack_dual"));
+
+// The tests' schedules at R = 16384 tokens (Flux, B=32), 768 rows (24 row blocks: every HB, fewer
+// programs than SMs) and a ragged 96 rows (three row blocks: HB = 1 only).
+INSTANTIATE_TEST_SUITE_P(Tiles, MxPackTilesGpu,
+                         ::testing::Combine(::testing::Values(Schedules::Tests), kPackers,
+                                            ::testing::Values(int64_t{512}, int64_t{24}, int64_t{3})),
+                         tilesTestName);
+// The benchmark's wide tiles (C = 9216 to 21504, HB = 4) at 2048 rows (16 groups: thousands of
+// programs) and 768.
+INSTANTIATE_TEST_SUITE_P(BenchTiles, MxPackTilesGpu,
+                         ::testing::Combine(::testing::Values(Schedules::Bench), kPackers,
+                                            ::testing::Values(int64_t{64}, int64_t{24})),
+                         tilesTestName);
+
+INSTANTIATE_TEST_SUITE_P(Rows, MxPackRowsGpu,
+                         ::testing::Combine(::testing::Values(Schedules::Tests),
+                                            ::testing::Values(int64_t{16384}, int64_t{5})),
+                         rowsTestName);
+// The benchmark's row packers at C = 9216 to 21504: 2048 rows and a ragged 5 (ROWS = 2 programs
+// past the last row).
+INSTANTIATE_TEST_SUITE_P(BenchRows, MxPackRowsGpu,
+                         ::testing::Combine(::testing::Values(Schedules::Bench),
+                                            ::testing::Values(int64_t{2048}, int64_t{5})),
+                         rowsTestName);
 
 }  // namespace
 }  // namespace mxfp6

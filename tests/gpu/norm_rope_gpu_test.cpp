@@ -966,20 +966,20 @@ TileReference tileReference(const Problem& p, const BwdInputs& in) {
   return ref;
 }
 
-class NormRopePrologueGpu : public NormRopeGpu {};
-
-TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
-  auto withBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack_bf16");
-  auto withoutBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack");
+/// Checks every prologue code object in `dir` (both kernels: each schedule's kernel without the
+/// bf16 output against its _bf16 twin) at `shape` and `layout`; the column scales' transpose and
+/// the dw reduction are the GPU tests' own objects.
+void checkPrologueObjects(rt::Device& dev, const std::string& dir, const Shape& shape, Layout layout) {
+  auto withBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack_bf16", dir);
+  auto withoutBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack", dir);
   auto reduceObjects = gputest::findCodeObjects("norm_rope_dw_reduce");
   auto scalesObjects = gputest::findCodeObjects("mxfp6_scales_transpose");
-  ASSERT_FALSE(withBf16.empty() || withoutBf16.empty() || reduceObjects.empty() || scalesObjects.empty())
-      << "missing code objects in " << gputest::gpuKernelsDir();
+  ASSERT_FALSE(withBf16.empty() || withoutBf16.empty()) << "missing prologue code objects in " << dir;
+  ASSERT_FALSE(reduceObjects.empty() || scalesObjects.empty()) << "missing code objects in " << gputest::gpuKernelsDir();
   std::string error;
   auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObjects.front().metadata.config, error);
   ASSERT_TRUE(reduce) << error;
 
-  auto [shape, layout] = GetParam();
   // The column scales' transpose with the most token blocks per program that divides T/32 (the
   // objects hold 32 and 1), as the benchmark chooses.
   const gputest::CodeObject* scalesObj = nullptr;
@@ -1009,9 +1009,9 @@ TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
       auto kernel = gputest::instantiateDsl(kPrologueDsl, name, obj.metadata.config, error);
       ASSERT_TRUE(kernel) << error;
       Stage scalesStage{scalesObj, &*scales};
-      auto first = runTilesOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
+      auto first = runTilesOnGpu(dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
       ASSERT_TRUE(first.isOk()) << first.status().message();
-      auto second = runTilesOnGpu(*dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
+      auto second = runTilesOnGpu(dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
       ASSERT_TRUE(second.isOk()) << second.status().message();
       auto format = mx::ElementFormat(kernel->config.at("FMT"));
       auto mode = mx::ScaleMode(kernel->config.at("MODE"));
@@ -1061,7 +1061,29 @@ auto tileShapesAndLayouts() {
                             ::testing::Values(Layout::Megatron, Layout::Blocked));
 }
 
+class NormRopePrologueGpu : public NormRopeGpu {};
+
+TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
+  auto [shape, layout] = GetParam();
+  checkPrologueObjects(*dev, gputest::gpuKernelsDir(), shape, layout);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, NormRopePrologueGpu, tileShapesAndLayouts(), layoutTestName);
+
+// The benchmark's other prologue schedules (build/gpu_kernels/bench), at 2048 tokens x 24 heads
+// (1536 tiles: every SM busy) and the wrapping small shape: at T = 16384 their 24 objects would
+// take most of a device call.
+class NormRopePrologueBenchGpu : public NormRopeGpu {};
+
+TEST_P(NormRopePrologueBenchGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
+  auto [shape, layout] = GetParam();
+  checkPrologueObjects(*dev, gputest::benchKernelsDir(), shape, layout);
+}
+
+INSTANTIATE_TEST_SUITE_P(BenchSchedules, NormRopePrologueBenchGpu,
+                         ::testing::Combine(::testing::Values(Shape{2048, 24, 512, 1}, Shape{96, 3, 5, 2}),
+                                            ::testing::Values(Layout::Megatron, Layout::Blocked)),
+                         layoutTestName);
 
 // The tiled whole-QKV backward norm_rope_qkv_bwd_tiles: the bounds of the whole-QKV backward
 // (dq/dk 1 ulp or the cancellation bound, dv bit-exact), dw within (32 + P + 8) * 2^-24 * the
