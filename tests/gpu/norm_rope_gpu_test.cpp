@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -149,6 +150,25 @@ Buffers hostInputs(const Problem& p) {
           p.kSin.data(), nullptr, nullptr, nullptr, nullptr, nullptr};
 }
 
+/// Where a code object's time goes: its two runs (uploads, launches, downloads), the comparison
+/// of their outputs and the check against the reference, printed after its RESULT line. The
+/// large shapes spend seconds per object, most of it on the host; this says which part.
+class ObjectTimes {
+ public:
+  void mark(double& into) {
+    auto now = std::chrono::steady_clock::now();
+    into += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+  void print(const char* kernel, const std::string& what) const {
+    std::printf("TIME %s %s runs=%.2fs compare=%.2fs check=%.2fs\n", kernel, what.c_str(), runs, compare, check);
+  }
+  double runs = 0, compare = 0, check = 0;
+
+ private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 /// For each code object of `kernel`: instantiates the DSL kernel at its configuration, runs
 /// `run(obj, kernel)` (an Expected of outputs that compare with ==) twice, and hands the first
 /// outputs and whether both runs were bit-identical to `check(obj, outputs, identical)`. A failed
@@ -160,11 +180,17 @@ void forEachCodeObject(const std::vector<gputest::CodeObject>& objects, const ch
     SCOPED_TRACE(obj.path);
     auto instance = gputest::instantiateDsl(kDsl, kernel, obj.metadata.config, error);
     ASSERT_TRUE(instance) << error;
+    ObjectTimes times;
     auto first = run(obj, *instance);
     ASSERT_TRUE(first.isOk()) << first.status().message();
     auto second = run(obj, *instance);
     ASSERT_TRUE(second.isOk()) << second.status().message();
-    check(obj, *first, *first == *second);
+    times.mark(times.runs);
+    bool identical = *first == *second;
+    times.mark(times.compare);
+    check(obj, *first, identical);
+    times.mark(times.check);
+    times.print(kernel, gputest::configTag(obj.metadata));
   }
 }
 
@@ -181,11 +207,17 @@ void forEachBwdPair(const std::vector<gputest::CodeObject>& bwdObjects, const ch
       ASSERT_TRUE(bwd) << error;
       auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObj.metadata.config, error);
       ASSERT_TRUE(reduce) << error;
+      ObjectTimes times;
       auto first = run(bwdObj, *bwd, reduceObj, *reduce);
       ASSERT_TRUE(first.isOk()) << first.status().message();
       auto second = run(bwdObj, *bwd, reduceObj, *reduce);
       ASSERT_TRUE(second.isOk()) << second.status().message();
-      check(bwdObj, *first, *first == *second);
+      times.mark(times.runs);
+      bool identical = *first == *second;
+      times.mark(times.compare);
+      check(bwdObj, *first, identical);
+      times.mark(times.check);
+      times.print(bwdKernel, gputest::configTag(bwdObj.metadata) + " + " + gputest::configTag(reduceObj.metadata));
     }
 }
 
