@@ -152,7 +152,7 @@ Buffers hostInputs(const Problem& p) {
 
 /// Where a code object's time goes: its two runs (uploads, launches, downloads), the comparison
 /// of their outputs and the check against the reference, printed after its RESULT line. The
-/// large shapes spend seconds per object, most of it on the host; this says which part.
+/// large shapes spend seconds per object, more than their transfers explain; this says where.
 class ObjectTimes {
  public:
   void mark(double& into) {
