@@ -169,6 +169,31 @@ class ObjectTimes {
   std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
 };
 
+/// Runs `run()` (an Expected of outputs that compare with ==) twice and hands the first outputs
+/// and whether both runs were bit-identical to `check(outputs, identical)`, then prints the
+/// TIME line of `kernel` at `what`. False, with the test failed, where a run fails.
+template <typename Run, typename Check>
+bool runTwiceAndCheck(const char* kernel, const std::string& what, Run run, Check check) {
+  ObjectTimes times;
+  auto first = run();
+  if (!first.isOk()) {
+    ADD_FAILURE() << first.status().message();
+    return false;
+  }
+  auto second = run();
+  if (!second.isOk()) {
+    ADD_FAILURE() << second.status().message();
+    return false;
+  }
+  times.mark(times.runs);
+  bool identical = *first == *second;
+  times.mark(times.compare);
+  check(*first, identical);
+  times.mark(times.check);
+  times.print(kernel, what);
+  return true;
+}
+
 /// For each code object of `kernel`: instantiates the DSL kernel at its configuration, runs
 /// `run(obj, kernel)` (an Expected of outputs that compare with ==) twice, and hands the first
 /// outputs and whether both runs were bit-identical to `check(obj, outputs, identical)`. A failed
@@ -180,17 +205,9 @@ void forEachCodeObject(const std::vector<gputest::CodeObject>& objects, const ch
     SCOPED_TRACE(obj.path);
     auto instance = gputest::instantiateDsl(kDsl, kernel, obj.metadata.config, error);
     ASSERT_TRUE(instance) << error;
-    ObjectTimes times;
-    auto first = run(obj, *instance);
-    ASSERT_TRUE(first.isOk()) << first.status().message();
-    auto second = run(obj, *instance);
-    ASSERT_TRUE(second.isOk()) << second.status().message();
-    times.mark(times.runs);
-    bool identical = *first == *second;
-    times.mark(times.compare);
-    check(obj, *first, identical);
-    times.mark(times.check);
-    times.print(kernel, gputest::configTag(obj.metadata));
+    if (!runTwiceAndCheck(kernel, gputest::configTag(obj.metadata), [&] { return run(obj, *instance); },
+                          [&](const auto& outputs, bool identical) { check(obj, outputs, identical); }))
+      return;
   }
 }
 
@@ -207,17 +224,11 @@ void forEachBwdPair(const std::vector<gputest::CodeObject>& bwdObjects, const ch
       ASSERT_TRUE(bwd) << error;
       auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObj.metadata.config, error);
       ASSERT_TRUE(reduce) << error;
-      ObjectTimes times;
-      auto first = run(bwdObj, *bwd, reduceObj, *reduce);
-      ASSERT_TRUE(first.isOk()) << first.status().message();
-      auto second = run(bwdObj, *bwd, reduceObj, *reduce);
-      ASSERT_TRUE(second.isOk()) << second.status().message();
-      times.mark(times.runs);
-      bool identical = *first == *second;
-      times.mark(times.compare);
-      check(bwdObj, *first, identical);
-      times.mark(times.check);
-      times.print(bwdKernel, gputest::configTag(bwdObj.metadata) + " + " + gputest::configTag(reduceObj.metadata));
+      if (!runTwiceAndCheck(bwdKernel,
+                            gputest::configTag(bwdObj.metadata) + " + " + gputest::configTag(reduceObj.metadata),
+                            [&] { return run(bwdObj, *bwd, reduceObj, *reduce); },
+                            [&](const auto& outputs, bool identical) { check(bwdObj, outputs, identical); }))
+        return;
     }
 }
 
