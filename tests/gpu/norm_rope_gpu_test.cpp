@@ -151,8 +151,8 @@ Buffers hostInputs(const Problem& p) {
 }
 
 /// Where a code object's time goes: its two runs (uploads, launches, downloads), the comparison
-/// of their outputs and the check against the reference, printed after its RESULT line. The
-/// large shapes spend seconds per object, more than their transfers explain; this says where.
+/// of their outputs and the check against the reference, printed after its RESULT line. At
+/// T = 16384 the runs take about 70 % of an object's 1.1-1.4 s and the check a quarter.
 class ObjectTimes {
  public:
   void mark(double& into) {
