@@ -420,7 +420,7 @@ def main():
                                               "environment": env, "copy": {}, "rerun": rerun})
         call, copies = len(doc["resumed"]), doc["resumed"][-1]["copy"]
     else:
-        tag = args.tag or env["gpu"].split()[-1].lower()
+        tag = args.tag or gpu_tag(env["gpu"])
         stem = f"{datetime.date.today().isoformat()}-{tag}"
         for n in range(2, 100):  # never overwrite an earlier run of the same day
             if not (pathlib.Path(args.out) / f"{stem}.json").exists():
@@ -463,6 +463,14 @@ def main():
         md = save()
         print(md, flush=True)
         log(t0, f"wrote {pathlib.Path(args.out) / stem}.json, .md, .png")
+
+
+def gpu_tag(name):
+    """The card's model, for file names: "NVIDIA H100 80GB HBM3" -> "h100", "NVIDIA H200" -> "h200"
+    (the first word of letters then digits, so not a memory size; else the last word)."""
+    words = name.split()
+    model = next((w for w in words if re.fullmatch(r"[A-Za-z]+\d+[A-Za-z]*", w)), None)
+    return (model or words[-1]).lower()
 
 
 def precompile_workers(args):

@@ -589,6 +589,13 @@ def run_module():
     return module
 
 
+def file_tags_from_gpu_names():
+    tag = run_module().gpu_tag
+    for name, want in [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H100 PCIe", "h100"),
+                       ("AMD Instinct MI300X", "mi300x"), ("NVIDIA GeForce RTX 4090", "4090")]:
+        assert tag(name) == want, (name, tag(name), want)
+
+
 def ncu_summary_table():
     """bench/ncu_summary.py on a raw page shaped as Nsight Compute prints it: two launches (one
     with a templated name), units on the time, the busiest L2 unit first."""
@@ -650,6 +657,7 @@ def main():
     case("MXFP6 spec encoder: worked examples, integer expressions == transcription", spec_self_test)
     case("report: bandwidth, ratios, speedups, pass/miss", report_verdicts)
     case("report: our best plans' code objects on AMD, from a resources table", report_amd_resources)
+    case("run: result files named by the card's model", file_tags_from_gpu_names)
     case("ncu_summary: launches, units and the busiest L2 unit from a raw page", ncu_summary_table)
     print(f"{RESULTS['passed']} passed, {RESULTS['failed']} failed")
     return 1 if RESULTS["failed"] else 0
