@@ -539,8 +539,8 @@ def chart(doc, path):
     return True
 
 
-def write(doc, out_dir, stem, with_chart=True):
-    """Writes <stem>.json and <stem>.md (and <stem>.png) into out_dir; returns the Markdown."""
+def render(doc, out_dir, stem, with_chart=True):
+    """Writes <stem>.md (and <stem>.png) of `doc` into out_dir; returns the Markdown."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     finalize(doc)
@@ -551,6 +551,30 @@ def write(doc, out_dir, stem, with_chart=True):
         except Exception as e:  # the numbers matter more than the picture
             doc["chart_error"] = f"{type(e).__name__}: {e}"
     md = markdown(doc)
-    (out_dir / f"{stem}.json").write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     (out_dir / f"{stem}.md").write_text(md)
     return md
+
+
+def write(doc, out_dir, stem, with_chart=True):
+    """Writes <stem>.json beside render()'s files; returns the Markdown."""
+    md = render(doc, out_dir, stem, with_chart)
+    (pathlib.Path(out_dir) / f"{stem}.json").write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return md
+
+
+def main():
+    """Draws a run's .md and .png again from its .json (or .json.gz): for a call cut short before
+    its chart, or after a change to this file. The JSON itself is left as it is."""
+    import argparse
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("json", help="a run's <stem>.json or <stem>.json.gz")
+    ap.add_argument("--out", default=None, help="folder for <stem>.md and .png (default: the JSON's)")
+    ap.add_argument("--no-chart", action="store_true", help="the Markdown only (no matplotlib needed)")
+    args = ap.parse_args()
+    out = args.out or pathlib.Path(args.json).parent
+    render(read_doc(args.json), out, doc_stem(args.json), with_chart=not args.no_chart)
+    print(f"wrote {pathlib.Path(out) / doc_stem(args.json)}.md" + ("" if args.no_chart else ", .png"))
+
+
+if __name__ == "__main__":
+    main()

@@ -434,9 +434,12 @@ def main():
     log(t0, f"AMD resources of our code objects from {source}" if source else
         "AMD resources of our code objects: none (--resources none, or no results/*-resources*.json)")
 
-    def save():
+    def save(final=False):
+        # The chart is drawn once, at the end: drawn after every kernel/shape it took 2-3 s each,
+        # a third of a call's device time. A call cut short keeps its .json and .md;
+        # `python3 bench/report.py <stem>.json` draws the chart from them.
         report.attach_amd_resources(doc, resource_rows, source)
-        return report.write(doc, args.out, stem)
+        return report.write(doc, args.out, stem, with_chart=final)
 
     workers = precompile_workers(args)
     warm = {}
@@ -460,7 +463,7 @@ def main():
         copies["end"] = measure.copy_bandwidth(args.copy_gib * 2**30, args.warmup_ms, args.rep_ms, DEVICE)
         log(t0, f"device copy at the end: {copies['end']['tbps']:.3f} TB/s")
     finally:
-        md = save()
+        md = save(final=True)
         print(md, flush=True)
         log(t0, f"wrote {pathlib.Path(args.out) / stem}.json, .md, .png")
 

@@ -523,6 +523,23 @@ def report_verdicts():
     assert "| mxfp6_pack_dual | T=16384 C=3072 E2M3 | 400.0 |" in report.markdown(report.finalize(packer))
 
 
+def report_redrawn_from_json():
+    """A call writes its .json and .md after every kernel/shape, without the chart; report.py
+    draws the same Markdown again from the .json (or the .json.gz results/ keeps)."""
+    import subprocess
+    with tempfile.TemporaryDirectory() as d:
+        d = pathlib.Path(d)
+        md = report.write(synthetic_doc(), d, "run", with_chart=False)
+        assert not (d / "run.png").exists() and (d / "run.md").read_text() == md
+        (d / "run.json.gz").write_bytes(gzip.compress((d / "run.json").read_bytes()))
+        for src in ("run.json", "run.json.gz"):
+            out = d / src.replace(".", "_")
+            subprocess.run([sys.executable, str(HERE / "report.py"), str(d / src), "--out", str(out), "--no-chart"],
+                           check=True, capture_output=True)
+            assert (out / "run.md").read_text() == md, src
+            assert not (out / "run.json").exists(), "drawing again leaves the JSON alone"
+
+
 def report_amd_resources():
     """The best plans' code objects joined to an amd_resources table: per launch of a plan, a
     refusal and a dropped tunable shown, a row from other sources marked stale, a missing row
@@ -656,6 +673,7 @@ def main():
         print(f"skip  metadata checks: no {args.kernels}")
     case("MXFP6 spec encoder: worked examples, integer expressions == transcription", spec_self_test)
     case("report: bandwidth, ratios, speedups, pass/miss", report_verdicts)
+    case("report: the Markdown drawn again from a run's JSON", report_redrawn_from_json)
     case("report: our best plans' code objects on AMD, from a resources table", report_amd_resources)
     case("run: result files named by the card's model", file_tags_from_gpu_names)
     case("ncu_summary: launches, units and the busiest L2 unit from a raw page", ncu_summary_table)
