@@ -1052,47 +1052,48 @@ void checkPrologueObjects(rt::Device& dev, const std::string& dir, const Shape& 
       auto kernel = gputest::instantiateDsl(kPrologueDsl, name, obj.metadata.config, error);
       ASSERT_TRUE(kernel) << error;
       Stage scalesStage{scalesObj, &*scales};
-      auto first = runTilesOnGpu(dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
-      ASSERT_TRUE(first.isOk()) << first.status().message();
-      auto second = runTilesOnGpu(dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
-      ASSERT_TRUE(second.isOk()) << second.status().message();
-      auto format = mx::ElementFormat(kernel->config.at("FMT"));
-      auto mode = mx::ScaleMode(kernel->config.at("MODE"));
-      QkvGradCheck grad;
-      int64_t blobBytes = 0;
-      if (bf16Out) {
-        grad = checkQkvGrad(p, first->dqkv, ref.dqkv64, ref.terms, in.dv);
-        Expected<mx::DualBlobs> blobs = mx::packDual(first->dqkv, shape.tokens, C, format, mode, gputest::hostThreads());
-        ASSERT_TRUE(blobs.isOk()) << blobs.status().message();
-        blobBytes = differingBytes(first->rowData, blobs->rows.data) +
-                    differingBytes(first->rowScales, blobs->rows.scales) +
-                    differingBytes(first->colData, blobs->columns.data) +
-                    differingBytes(first->colScales, blobs->columns.scales);
-        bf16KernelOutputs[kernel->config] = *first;
-      } else {
-        auto same = bf16KernelOutputs.find(kernel->config);
-        ASSERT_NE(same, bf16KernelOutputs.end()) << "no code object of the _bf16 kernel at " << gputest::configTag(obj.metadata);
-        blobBytes = differingBytes(first->rowData, same->second.rowData) +
-                    differingBytes(first->rowScales, same->second.rowScales) +
-                    differingBytes(first->colData, same->second.colData) +
-                    differingBytes(first->colScales, same->second.colScales);
-      }
-      DwCheck dw = checkDw(first->dw, ref.dw64, ref.dwMag, accumulation);
-      bool identical = *first == *second;
-      std::printf("RESULT %s+scales_transpose(GB=%lld)+dw_reduce %-8s %-40s T=%-6lld H=%lld P=%lld %s/%s blob_bytes_differing=%lld "
-                  "(vs %s) | dq/dk: %s | dv_mismatch_rows=%lld | dw: max %.2f of bound, beyond=%lld | "
-                  "deterministic=%s\n",
-                  name, (long long)scales->config.at("GB"), layoutName(layout), gputest::configTag(obj.metadata).c_str(),
-                  (long long)shape.tokens, (long long)shape.heads,
-                  (long long)partials, mx::elementFormatName(format), mx::scaleModeName(mode), (long long)blobBytes,
-                  bf16Out ? "packDual of its bf16 output" : "the _bf16 kernel's blobs",
-                  bf16Out ? grad.dqk.summary().c_str() : "-", (long long)grad.dvMismatchRows, dw.maxFraction,
-                  (long long)dw.beyond, identical ? "yes" : "NO");
-      if (bf16Out) grad.dqk.expectOk("dq/dk");
-      EXPECT_EQ(blobBytes, 0);
-      EXPECT_EQ(grad.dvMismatchRows, 0);
-      EXPECT_EQ(dw.beyond, 0);
-      EXPECT_TRUE(identical);
+      auto run = [&] {
+        return runTilesOnGpu(dev, obj, *kernel, reduceObjects.front(), *reduce, p, in, true, bf16Out, scalesStage);
+      };
+      auto check = [&](const PrologueOutputs& out, bool identical) {
+        auto format = mx::ElementFormat(kernel->config.at("FMT"));
+        auto mode = mx::ScaleMode(kernel->config.at("MODE"));
+        QkvGradCheck grad;
+        int64_t blobBytes = 0;
+        if (bf16Out) {
+          grad = checkQkvGrad(p, out.dqkv, ref.dqkv64, ref.terms, in.dv);
+          Expected<mx::DualBlobs> blobs = mx::packDual(out.dqkv, shape.tokens, C, format, mode, gputest::hostThreads());
+          ASSERT_TRUE(blobs.isOk()) << blobs.status().message();
+          blobBytes = differingBytes(out.rowData, blobs->rows.data) +
+                      differingBytes(out.rowScales, blobs->rows.scales) +
+                      differingBytes(out.colData, blobs->columns.data) +
+                      differingBytes(out.colScales, blobs->columns.scales);
+          bf16KernelOutputs[kernel->config] = out;
+        } else {
+          auto same = bf16KernelOutputs.find(kernel->config);
+          ASSERT_NE(same, bf16KernelOutputs.end()) << "no code object of the _bf16 kernel at " << gputest::configTag(obj.metadata);
+          blobBytes = differingBytes(out.rowData, same->second.rowData) +
+                      differingBytes(out.rowScales, same->second.rowScales) +
+                      differingBytes(out.colData, same->second.colData) +
+                      differingBytes(out.colScales, same->second.colScales);
+        }
+        DwCheck dw = checkDw(out.dw, ref.dw64, ref.dwMag, accumulation);
+        std::printf("RESULT %s+scales_transpose(GB=%lld)+dw_reduce %-8s %-40s T=%-6lld H=%lld P=%lld %s/%s blob_bytes_differing=%lld "
+                    "(vs %s) | dq/dk: %s | dv_mismatch_rows=%lld | dw: max %.2f of bound, beyond=%lld | "
+                    "deterministic=%s\n",
+                    name, (long long)scales->config.at("GB"), layoutName(layout), gputest::configTag(obj.metadata).c_str(),
+                    (long long)shape.tokens, (long long)shape.heads,
+                    (long long)partials, mx::elementFormatName(format), mx::scaleModeName(mode), (long long)blobBytes,
+                    bf16Out ? "packDual of its bf16 output" : "the _bf16 kernel's blobs",
+                    bf16Out ? grad.dqk.summary().c_str() : "-", (long long)grad.dvMismatchRows, dw.maxFraction,
+                    (long long)dw.beyond, identical ? "yes" : "NO");
+        if (bf16Out) grad.dqk.expectOk("dq/dk");
+        EXPECT_EQ(blobBytes, 0);
+        EXPECT_EQ(grad.dvMismatchRows, 0);
+        EXPECT_EQ(dw.beyond, 0);
+        EXPECT_TRUE(identical);
+      };
+      if (!runTwiceAndCheck(name, gputest::configTag(obj.metadata), run, check)) return;
     }
   }
 }
