@@ -571,9 +571,9 @@ def main():
     ap.add_argument("--out", default=None, help="folder for <stem>.md and .png (default: the JSON's)")
     ap.add_argument("--no-chart", action="store_true", help="the Markdown only (no matplotlib needed)")
     args = ap.parse_args()
-    out = args.out or pathlib.Path(args.json).parent
-    render(read_doc(args.json), out, doc_stem(args.json), with_chart=not args.no_chart)
-    print(f"wrote {pathlib.Path(out) / doc_stem(args.json)}.md" + ("" if args.no_chart else ", .png"))
+    out, stem = pathlib.Path(args.out or pathlib.Path(args.json).parent), doc_stem(args.json)
+    render(read_doc(args.json), out, stem, with_chart=not args.no_chart)
+    print(f"wrote {out / stem}.md" + ("" if args.no_chart else ", .png"))
 
 
 if __name__ == "__main__":
