@@ -367,14 +367,14 @@ def find_code_objects(folder, kernel=None, target=None, recursive=False):
 
 
 TAG_ORDER = ("W", "HB", "GB", "P", "ROWS", "THREADS", "VEC", "PREFETCH", "STAGE", "SERIAL", "ASYNC", "MINPROGS",
-             "INTERLEAVE", "PREDICATE", "ANCHOR", "SCALARS", "OVERLAP")
-TAG_IDLE = {"MINPROGS": 0, "INTERLEAVE": 1, "ANCHOR": 0, "SCALARS": 0, "OVERLAP": 1}  # shown only where they ask for something
+             "INTERLEAVE", "PREDICATE", "ANCHOR", "INVARIANTS", "SCALARS", "OVERLAP")
+TAG_IDLE = {"MINPROGS": 0, "INTERLEAVE": 1, "ANCHOR": 0, "INVARIANTS": 0, "SCALARS": 0, "OVERLAP": 1}  # shown only where they ask for something
 
 
 def config_tag(metadata):
     """"ROWS=8,THREADS=16,VEC=8": the tunables (specializations such as D left out; W: a packer tile width;
     GB: blocks of rows per program of the scales' transpose; P: programs per sample of a sample-walking kernel; MINPROGS,
-    INTERLEAVE, ANCHOR, SCALARS and OVERLAP only where they ask for something). The tunables are those the metadata lists (mxfp6c writes
+    INTERLEAVE, ANCHOR, INVARIANTS, SCALARS and OVERLAP only where they ask for something). The tunables are those the metadata lists (mxfp6c writes
     them), the usual ones in TAG_ORDER, any other after them in declaration order -- so a probe's own tunable
     tells its objects apart from the kept ones; metadata without the list: TAG_ORDER's names alone."""
     config = metadata.get("config", {})

@@ -21,7 +21,8 @@ namespace mxfp6::codegen::detail {
 bool KernelEmitter::anchorsLoads() const { return tunable("ANCHOR") == 1; }
 
 void KernelEmitter::noteEmittedLoad(int id) {
-  if (!anchorsLoads() || !k_.ops[id].type.isVector()) return;
+  // A load staged in shared memory (INVARIANTS) is read after a barrier, not held from here.
+  if (!anchorsLoads() || !k_.ops[id].type.isVector() || invariantLoads_.count(id)) return;
   unanchoredLoads_.push_back({id, openLoops_.empty() ? nullptr : openLoops_.back()});
 }
 

@@ -38,6 +38,8 @@ constexpr unsigned kSharedAddressSpace = 3;
 constexpr int64_t kMaxAccessBytes = 16;
 
 Type scalarType(MLIRContext* ctx, Dtype d);
+/// The value ids an op reads (reductions.cpp).
+std::vector<int> inputsOf(const kir::Op& op);
 
 /// How a row vector of some length is spread over the threads of its row (see above).
 struct Layout {
@@ -257,6 +259,18 @@ class KernelEmitter {
   /// Per op: how many loops (the DSL's and SERIAL's row groups) enclose it; a ForBegin counts its
   /// own loop, its ForEnd does not.
   std::vector<int> loopDepths() const;
+  // shared_invariants.cpp
+  /// INVARIANTS = 1: whether `op` is a load that reads the same elements for every row (every
+  /// index ':'), which the program stages once in shared memory.
+  bool stagesInvariantLoad(const kir::Op& op) const;
+  /// The check that each such load can be staged (outside loops, one dimension) and its buffer's
+  /// type and copy pieces: invariantLoads_.
+  LogicalResult planInvariantLoads(Location loc);
+  /// Where the load was: this thread's pieces of the tensor copied to the load's buffer.
+  void emitInvariantCopy(const kir::Op& op, int id);
+  /// Before `op`: if it reads a staged load not yet read back, or opens or closes a loop, one
+  /// barrier, then every such load's chunks read from its buffer.
+  void readInvariantLoads(const kir::Op& op);
   LogicalResult planGatheredScalars(Location loc);
   void emitGatheredScalarWrite(const kir::Op& op, int id);
   void flushGatheredScalars();
@@ -454,6 +468,13 @@ class KernelEmitter {
     Operation* loop;  // the scf.for whose body it is in; null: the row body
   };
   std::vector<UnanchoredLoad> unanchoredLoads_;  // ANCHOR: loads no reduction has anchored yet
+  struct InvariantLoad {
+    MemRefType bufferType;  // the whole tensor, in shared memory
+    int64_t pieceElements;  // per thread and copy round
+    Value buffer;
+    bool copied = false, read = false;
+  };
+  std::map<int, InvariantLoad> invariantLoads_;  // INVARIANTS: staged load id -> its buffer
 };
 
 

@@ -121,6 +121,10 @@ LogicalResult KernelEmitter::emitLoad(const kir::Op& op, int id) {
     out.scalar = LLVM::LoadOp::create(b_, scalarType(&ctx_, p.dtype), ptr, kir::dtypeBytes(p.dtype));
     return success();
   }
+  if (invariantLoads_.count(id)) {
+    emitInvariantCopy(op, id);
+    return success();
+  }
   Layout l = layoutFor(op.type.length);
   if (gatherDim(op) >= 0) return emitGatherLoad(op, id);
   if (!isContiguous(op)) return emitElementwiseAccess(op, id);

@@ -474,6 +474,14 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
       workgroup.push_back(MemRefType::get({slots}, t, AffineMap(), gpu::AddressSpaceAttr::get(&ctx_, gpu::AddressSpace::Workgroup)));
     sharedBytes += slots * (4 + 8);
   }
+  // Row-invariant loads staged in shared memory (INVARIANTS): the whole tensor each.
+  if (failed(planInvariantLoads(kernelLoc))) return nullptr;
+  std::map<int, size_t> invariantSlot;  // staged load id -> workgroup attribution
+  for (const auto& [id, staged] : invariantLoads_) {
+    invariantSlot[id] = workgroup.size();
+    workgroup.push_back(staged.bufferType);
+    sharedBytes += staged.bufferType.getNumElements() * kir::dtypeBytes(k_.params[k_.ops[id].param].dtype);
+  }
   // Staged stores share one buffer: each waits for the warp to finish reading the previous one.
   int64_t stagedBytes = 0;
   for (const kir::Op& op : k_.ops) {
@@ -575,6 +583,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   if (needsShared_) sharedBuf_ = buffers.front();
   for (const auto& [op, slot] : transposeSlot) transposeBuffers_[op] = buffers[slot];
   if (stagingSlot) stagingBuffer_ = buffers[*stagingSlot];
+  for (const auto& [id, slot] : invariantSlot) invariantLoads_[id].buffer = buffers[slot];
   if (gatheredSlot) {
     gatheredValues_ = buffers[*gatheredSlot];
     gatheredOffsets_ = buffers[*gatheredSlot + 1];
@@ -590,6 +599,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
   for (int i : emissionOrder()) {
     if (prefetched_.count(i)) continue;  // a pipelined loop carries its value
     if (needsPendingReductions(k_.ops[i])) flushReductions();
+    readInvariantLoads(k_.ops[i]);
     if (!rowSlot_.empty() && rowSlot_[i] >= 0) {
       // The row index and the stores' range check of this op's row.
       row_ = slotRows_[rowSlot_[i]];

@@ -24,12 +24,14 @@ Occupancy pick(std::initializer_list<Bound> bounds, int warpsPerProgram, int max
   return o;
 }
 
-// sm_90 (H100/H200): 64K 32-bit registers, allocated per warp in units of 256; its warps,
+// sm_90 (H100/H200): 64K 32-bit registers in four 16K files, one per sub-partition, each
+// holding its own warps, allocated per warp in units of 256 (so 48 registers hold 4 * 10 warps,
+// not 65536 / 1536 = 42: Nsight Compute's register limit, 20 programs of 2 warps); its warps,
 // programs and shared memory (target.h).
 Occupancy hopper(const TargetInfo& target, const Resources& r, int blockThreads) {
   int warps = (blockThreads + 31) / 32;
   int regsPerWarp = roundUp(std::max(1, *r.registers) * 32, 256);
-  return pick({{65536 / (regsPerWarp * warps), "registers"},
+  return pick({{4 * (16384 / regsPerWarp) / warps, "registers"},
                {target.maxWarpsPerUnit / warps, "threads"},
                {target.maxProgramsPerUnit, "programs"},
                {sharedResidentPrograms(target, r.sharedBytes.value_or(0)), "shared"}},

@@ -40,9 +40,6 @@ bool KernelEmitter::reducesAcrossWarpsIn(int forId) const {
   return false;
 }
 
-namespace {
-
-/// The value ids an op reads.
 std::vector<int> inputsOf(const kir::Op& op) {
   std::vector<int> in;
   for (int d : op.operands)
@@ -51,6 +48,8 @@ std::vector<int> inputsOf(const kir::Op& op) {
   if (op.value >= 0) in.push_back(op.value);
   return in;
 }
+
+namespace {
 
 /// Ops that cannot move up past others: they write memory or variables, read variables, or
 /// shape control flow and shared buffers.

@@ -11,6 +11,7 @@
 namespace mxfp6 {
 namespace {
 
+using testing::compileError;
 using testing::countMatches;
 
 constexpr const char* kSource = R"(
@@ -59,12 +60,6 @@ TEST(GatheredScalars, PtxasAssemblesIt) {
   EXPECT_FALSE(testing::compiledOrFail(k, "sm_90", codegen::Emit::Cubin).empty());
 }
 
-std::string errorOf(const char* source, const std::string& name, const std::map<std::string, int64_t>& config) {
-  kir::Kernel k = testing::inlineKernel(source, name, config);
-  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), codegen::Emit::Ptx);
-  return c.isOk() ? "" : c.status().message();
-}
-
 TEST(GatheredScalars, ALoopOrAnotherWidthIsRefusedWithTheReason) {
   constexpr const char* kLoop = R"(
 kernel looped(x: f32[P, 64], result: out f32[P])
@@ -79,8 +74,8 @@ kernel looped(x: f32[P, 64], result: out f32[P])
   }
 }
 )";
-  EXPECT_NE(errorOf(kLoop, "looped", {{"SCALARS", 1}}).find("is inside a loop"), std::string::npos);
-  EXPECT_EQ(errorOf(kLoop, "looped", {{"SCALARS", 0}}), "");
+  EXPECT_NE(compileError(kLoop, "looped", {{"SCALARS", 1}}).find("is inside a loop"), std::string::npos);
+  EXPECT_EQ(compileError(kLoop, "looped", {{"SCALARS", 0}}), "");
   constexpr const char* kHalf = R"(
 kernel half(x: bf16[T, 64], total: out bf16[T])
   tune THREADS in {16} = 16, VEC in {4} = 4, SCALARS in {0, 1} = 0
@@ -90,7 +85,7 @@ kernel half(x: bf16[T, 64], total: out bf16[T])
   }
 }
 )";
-  EXPECT_NE(errorOf(kHalf, "half", {{"SCALARS", 1}}).find("gathers 4-byte scalars"), std::string::npos);
+  EXPECT_NE(compileError(kHalf, "half", {{"SCALARS", 1}}).find("gathers 4-byte scalars"), std::string::npos);
 }
 
 }  // namespace

@@ -67,6 +67,14 @@ inline std::string compiledOrFail(const kir::Kernel& kernel, const std::string& 
   return c.isOk() ? c->bytes : "";
 }
 
+/// Why kernel `name` of DSL `source` at `config` does not compile to sm_90 PTX; "" where it does.
+inline std::string compileError(const std::string& source, const std::string& name,
+                                const std::map<std::string, int64_t>& config) {
+  kir::Kernel k = inlineKernel(source, name, config);
+  Expected<codegen::CompiledKernel> c = codegen::compileKernel(k, *codegen::findTarget("sm_90"), codegen::Emit::Ptx);
+  return c.isOk() ? "" : c.status().message();
+}
+
 /// Whether mxfp6c can assemble cubins here: ptxas at its default path or named by MXFP6_PTXAS.
 inline bool ptxasInstalled() {
   return access("/usr/local/cuda/bin/ptxas", X_OK) == 0 || std::getenv("MXFP6_PTXAS") != nullptr;

@@ -1,5 +1,5 @@
 // The occupancy estimate against residency worked out by hand from the published limits
-// (sm_90: 64K registers per SM in 256-register warp units, 64 warps, 32 blocks, 228 KB shared
+// (sm_90: 64K registers per SM in four 16K sub-partition files, 256-register warp units, 64 warps, 32 blocks, 228 KB shared
 // with 1 KB per block; CDNA: 4 SIMDs x 8 waves, 512 VGPRs per lane in units of 8, 800 SGPRs per
 // SIMD in units of 16, LDS 64 KB per CU on gfx942 and 160 KB on gfx950).
 #include <gtest/gtest.h>
@@ -31,6 +31,11 @@ TEST(Occupancy, Hopper) {
   expectOccupancy("sm_90", res(64), 256, 4, 0.5, "registers");
   // 40 registers round to 1280 per warp: 65536 / (1280 * 12) = 4 blocks of 12 warps.
   expectOccupancy("sm_90", res(40), 384, 4, 0.75, "registers");
+  // Registers are allocated per sub-partition: 48 registers (1536 a warp) give 4 * 10 warps, 20
+  // programs of 64 threads, and 54 (1792) 4 * 9, 18 programs, as Nsight Compute's "Block Limit
+  // Registers" reports for them (bench/results/2026-12-06-h100-10-ncu-source.tgz).
+  expectOccupancy("sm_90", res(48), 64, 20, 0.625, "registers");
+  expectOccupancy("sm_90", res(54), 64, 18, 0.5625, "registers");
   // 32 registers, 1024 threads: 2 blocks by registers and by threads; registers named first.
   expectOccupancy("sm_90", res(32), 1024, 2, 1.0, "registers");
   // One warp per block: at most 32 blocks.
