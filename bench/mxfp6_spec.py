@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""MXFP6 row packing as specs/mxfp6.md states it, for the benchmark's bit-exact check of the
+"""MXFP6 row packing as docs/mxfp6-format.md states it, for the benchmark's bit-exact check of the
 packers. Pure Python (no torch, no numpy); run it to self-test on the spec's worked examples:
 
     python3 bench/mxfp6_spec.py
@@ -24,7 +24,7 @@ import fractions
 import struct
 import sys
 
-# specs/mxfp6.md "Elements" and "Scales".
+# docs/mxfp6-format.md sections 1 and 2.
 FORMATS = {
     #        EMAX EMIN MB  RC   EV
     "E2M3": (2, 0, 3, 112, 120),
@@ -225,7 +225,7 @@ def encode_block_ns(bits_block, fmt, mode):
 # ---------------------------------------------------------------------------------------------
 # Self-test: the spec's worked examples, then the integer expressions against the transcription
 
-# (block values, format, {mode: (scale byte, leading codes)}) from specs/mxfp6.md.
+# (block values, format, {mode: (scale byte, leading codes)}) from docs/mxfp6-format.md.
 WORKED = [
     ([0.0, -0.0], "E2M3", dict.fromkeys(MODES, (0x00, [0x00, 0x20]))),
     ([0.0, -0.0], "E3M2", dict.fromkeys(MODES, (0x00, [0x00, 0x20]))),

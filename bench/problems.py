@@ -1,6 +1,6 @@
 """The benchmarked problems, one class per kernel: inputs, the PyTorch implementation (eager, and
 what torch.compile compiles), the fp64 check every implementation must pass, the minimal bytes,
-and the values of our kernel's launch ABI. Semantics: DESIGN.md section 6; kernels_dsl/*.mxk.
+and the values of our kernel's launch ABI. Semantics: docs/architecture.md section 4; kernels_dsl/*.mxk.
 
 Each implementation is called as fn(*problem.args) and returns the outputs in the kernel's order.
 Inputs are random (never zeros, which can hide unwritten outputs and run faster than real data),
@@ -84,7 +84,7 @@ def norm_rope_qkv_fwd_torch(qkv, q_weight, k_weight, q_cos, q_sin, k_cos, k_sin,
 
 def ln_modulate_bwd_torch(g, x, scale, mean, rstd, tokens_per_sample, sequence_major=False):
     """Per-sample LN-modulate backward of [B, S, D] tokens ([S, B, D] if sequence_major), the
-    formulas of DESIGN.md 6.2 (no autograd): xh = (x - mean)*rstd, gh = g*(1 + scale[b]);
+    formulas of docs/architecture.md 4.2 (no autograd): xh = (x - mean)*rstd, gh = g*(1 + scale[b]);
     dx = rstd*(gh - mean(gh) - xh*mean(gh*xh)); dscale[b] = sum_s g*xh; dshift[b] = sum_s g.
     Returns dx [T, D], dscale [B, D], dshift [B, D] (bf16). Per-token modulation is one token
     per sample (S = 1, B = T)."""
@@ -142,7 +142,7 @@ TORCH_NS = _TorchNS()
 
 
 def mxfp6_pack_rows_torch(x, fmt, mode):
-    """Row blobs of X[R, C] bf16 (C % 32 == 0), specs/mxfp6.md, by integer operations on the bf16
+    """Row blobs of X[R, C] bf16 (C % 32 == 0), docs/mxfp6-format.md, by integer operations on the bf16
     bits (the expressions of mxfp6_spec, run on tensors): data uint8 [R, 3C/4], scales uint8
     [R, C/32]. What torch.compile compiles."""
     R, C = x.shape
@@ -175,7 +175,7 @@ def mxfp6_pack_rows_torch_chunked(x, fmt, mode, out=None, max_elements=1 << 26):
 
 
 def mxfp6_pack_cols_torch(x, fmt, mode):
-    """Column blobs of X[R, C] bf16 (R % 32 == 0): the row blobs of X^T (specs/mxfp6.md), data
+    """Column blobs of X[R, C] bf16 (R % 32 == 0): the row blobs of X^T (docs/mxfp6-format.md), data
     uint8 [C, 3R/4] (= [C, R/32, 24]), scales uint8 [C, R/32]. What torch.compile compiles."""
     return mxfp6_pack_rows_torch(x.t().contiguous(), fmt, mode)
 
@@ -416,7 +416,7 @@ class Problem:
     """What run.py needs of a problem: name, kernel, family, label, shape, tokens, rows, BYTES,
     min_bytes(), make(device, seed), args, torch_fn (eager; compile_fn, when set, is what
     torch.compile compiles instead), alloc_outputs(), check(outs), plans(objects), free()."""
-    copy_target = 0.90  # DESIGN.md section 10: forward kernels
+    copy_target = 0.90  # docs/architecture.md section 8: forward kernels
     compile_mode_auto = "max-autotune-no-cudagraphs"  # --compile-mode auto
     compile_fn = None
     stage_kernels = None  # the kernels our plans launch, when not just `kernel`
@@ -431,7 +431,7 @@ class Problem:
         return self.stage_kernels or (self.kernel,)
 
 
-# Token layouts of LN-modulate (DESIGN.md section 6.2): batch-major [B, S, D], the sample of token
+# Token layouts of LN-modulate (docs/architecture.md section 4.2): batch-major [B, S, D], the sample of token
 # t is t / S; sequence-major [S, B, D], it is t % B. The name suffix, the label's and the shape's.
 TOKEN_LAYOUTS = {"bsd": ("", "", "[B, S, D]"), "sbd": (":sequence-major", " [S, B, D]", "[S, B, D]")}
 
@@ -689,7 +689,7 @@ class LnModulateBwd(Problem):
     stage_kernels = ("ln_modulate_bwd", "ln_modulate_bwd_reduce")
     family = "LN-modulate bwd"
     torch_fn = staticmethod(ln_modulate_bwd_torch)
-    copy_target = 0.85  # DESIGN.md section 10: backward kernels
+    copy_target = 0.85  # docs/architecture.md section 8: backward kernels
     compile_mode_auto = "default"
     D = 3072
     # P = 32 and 64 lost to 8 with every schedule and reduction (results -5 and -9: the partials'
@@ -697,7 +697,7 @@ class LnModulateBwd(Problem):
     # P = 12 lost to 8 as well (run -21), also where registers were capped for 3 programs per SM.
     # P = 4 wins at T = 32768 (64 samples: 256 programs, one wave of 2 per SM, and half the
     # partials' traffic of P = 8) and loses at T = 16384, where its 128 programs leave half the
-    # GPU idle (run 2026-12-01-p4).
+    # GPU idle (b1bc92a:bench/results/2026-12-01-h200-4-ln_modulate_bwd-p4.md).
     PARTIALS = (4, 8, 16)
     # Minimal bytes: g, x read once, scale (B rows), mean and rstd read once; dx, dscale, dshift
     # written once. Our partials are overhead, not minimal bytes.
@@ -846,7 +846,7 @@ class NormRopeQkvBwd(_NormRopeBase):
     stage_kernels = ("norm_rope_qkv_bwd", "norm_rope_qkv_bwd_tiles", "norm_rope_dw_reduce")
     family = "norm+RoPE whole-QKV bwd"
     torch_fn = staticmethod(norm_rope_qkv_bwd_torch)
-    copy_target = 0.85  # DESIGN.md section 10: backward kernels
+    copy_target = 0.85  # docs/architecture.md section 8: backward kernels
     compile_mode_auto = "default"
     PARTIALS = 8192  # as the GPU test
     # Minimal bytes: what the math reads once -- dq, dk, dv, the Q and K parts of mixed_qkv (not V:
@@ -858,7 +858,7 @@ class NormRopeQkvBwd(_NormRopeBase):
 
     def __init__(self, rows, layout="megatron", sequence_major=False, shared_table=False):
         """shared_table: Q and K rotate by one table (Flux's), passed as both the Q and the K table
-        arguments -- the caller's explicit choice (DESIGN.md section 6.1); its bytes are read once."""
+        arguments -- the caller's explicit choice (docs/architecture.md section 4.1); its bytes are read once."""
         super().__init__(rows, sequence_major)
         assert layout in ("megatron", "blocked")
         self.layout = layout
@@ -1038,7 +1038,7 @@ class NormRopeSliceBwd(_NormRopeBase):
     stage_kernels = ("norm_rope_bwd", "norm_rope_dw_reduce")
     family = "norm+RoPE per-tensor bwd (K slice)"
     torch_fn = staticmethod(_norm_rope_bwd_rows)
-    copy_target = 0.85  # DESIGN.md section 10: backward kernels
+    copy_target = 0.85  # docs/architecture.md section 8: backward kernels
     compile_mode_auto = "default"
     PARTIALS = 8192  # as the whole-QKV backward
     BYTES = ("R*128*2 (dy) + R*128*2 (K slice) + R*4 (rstd) + 128*2 (weight) + 2*S*64*4 (table) + "
@@ -1110,7 +1110,7 @@ class NormRopeSliceBwd(_NormRopeBase):
 
 class PackCheck:
     """Bit-exact comparison of packed outputs with reference blobs (mxfp6_pack_rows_torch, itself
-    checked against the pure-Python transcription of specs/mxfp6.md: `validation`), counted per
+    checked against the pure-Python transcription of docs/mxfp6-format.md: `validation`), counted per
     output name."""
 
     def __init__(self, validation):
@@ -1219,7 +1219,7 @@ def _blobs_reference(x, fmt, mode, rows, cols, sample_blocks=256):
 
 
 class MxPackRows(Problem):
-    """MXFP6 row packing of a bf16 operand X[T, C] (specs/mxfp6.md): data [T, 3C/4], scales
+    """MXFP6 row packing of a bf16 operand X[T, C] (docs/mxfp6-format.md): data [T, 3C/4], scales
     [T, C/32]. Checked bit for bit against mxfp6_pack_rows_torch (integer operations on the bf16
     bits), which is validated first on the spec's worked examples and on sampled blocks of the
     same input against the pure-Python transcription of the spec (mxfp6_spec)."""
@@ -1227,7 +1227,7 @@ class MxPackRows(Problem):
     what = "row"
     torch_fn = staticmethod(mxfp6_pack_rows_torch_chunked)
     compile_fn = staticmethod(mxfp6_pack_rows_torch)
-    copy_target = 0.85  # DESIGN.md section 10: row-only packing
+    copy_target = 0.85  # docs/architecture.md section 8: row-only packing
     compile_mode_auto = "default"
     SAMPLE_BLOCKS = 256
     # The outputs, in order, by the names their check counts differing bytes under; which blobs.
@@ -1329,7 +1329,7 @@ class MxPackCols(MxPackRows):
     what = "column"
     torch_fn = staticmethod(mxfp6_pack_cols_torch_chunked)
     compile_fn = staticmethod(mxfp6_pack_cols_torch)
-    copy_target = 0.80  # DESIGN.md section 10: column-only and dual packing
+    copy_target = 0.80  # docs/architecture.md section 8: column-only and dual packing
     OUTPUTS = ("col_data", "col_scale")
     ROW_BLOBS, COLUMN_BLOBS = False, True
     # Minimal bytes: X read once; the column blobs (24 data bytes and one scale byte per 32
@@ -1391,7 +1391,7 @@ class MxPackDual(MxPackCols):
 
 
 class NormRopeQkvBwdPack(NormRopeQkvBwd):
-    """The packer prologue (DESIGN.md section 6.4, kernels_dsl/norm_rope_bwd_pack.mxk): the
+    """The packer prologue (docs/architecture.md section 4.4, kernels_dsl/norm_rope_bwd_pack.mxk): the
     whole-QKV norm+RoPE backward fused into the dual MXFP6 packing of d(mixed_qkv) [T, C = 3*H*128],
     Megatron layout, the inputs of NormRopeQkvBwd. Ours is two launches timed as one:
     norm_rope_qkv_bwd_pack (row and column blobs, and fp32 dw partials per 32-token block and head:
@@ -1410,7 +1410,7 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
     BF16_OUT = False
     torch_fn = staticmethod(norm_rope_qkv_bwd_pack_torch)
     compile_fn = staticmethod(norm_rope_qkv_bwd_pack_torch_whole)
-    copy_target = 0.75  # DESIGN.md section 10: the prologue packer
+    copy_target = 0.75  # docs/architecture.md section 8: the prologue packer
     SAMPLE_BLOCKS = 256
     # Minimal bytes: what the math reads once -- dq, dk, dv, the Q and K parts of mixed_qkv (the
     # kernel reads no V: d(V) is dv), both rstd, the two weights, the Q and K tables -- and what it

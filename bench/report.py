@@ -2,7 +2,7 @@
 
 Needs no torch (the CPU smoke test runs it on synthetic data); matplotlib only for the chart.
 A run's document holds raw measurements (median ms per implementation); finalize() adds the
-bandwidths, ratios to copy, speedups and the pass/miss of every target of DESIGN.md section 10.
+bandwidths, ratios to copy, speedups and the pass/miss of every target of docs/architecture.md section 8.
 """
 import gzip
 import itertools
@@ -13,7 +13,7 @@ IMPLS = ("mxfp6c", "eager", "torch_compile", "triton")
 LABELS = {"mxfp6c": "mxfp6c (ours)", "eager": "PyTorch eager", "torch_compile": "torch.compile",
           "triton": "Triton (baseline)"}
 BASELINES = IMPLS[1:]
-# DESIGN.md section 10. Each result carries its kernel's copy target ("copy_target": forward 0.90,
+# docs/architecture.md section 8. Each result carries its kernel's copy target ("copy_target": forward 0.90,
 # backward and row-only packing 0.85, column-only and dual packing 0.80, the packer prologue 0.75).
 TARGETS = {
     "forward_copy_ratio": 0.90,          # effective bandwidth / device copy bandwidth ...

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of mxfp6c's kernels on one GPU (DESIGN.md section 10), in one process: device copy
+"""Benchmark of mxfp6c's kernels on one GPU (docs/architecture.md section 8), in one process: device copy
 bandwidth, our code objects through libmxfp6rt, PyTorch eager, torch.compile and a Triton
 baseline, every implementation checked before it is timed (against fp64 with the GPU tests'
 bounds; the MXFP6 packers bit for bit against the spec's encoder).
@@ -509,7 +509,7 @@ def new_document(args, env, command, items, workers):
                       "sums: the tests' two-stage bound, rows/P + P additions deep, for ours; for a baseline, any "
                       "order of the S additions of LN-modulate's dscale/dshift, and norm+RoPE's dw at the test's "
                       "bound with P = 8192, since the worst case of any order of its additions would be vacuous); "
-                      "the MXFP6 packers bit for bit against a PyTorch encoder of specs/mxfp6.md, itself checked on "
+                      "the MXFP6 packers bit for bit against a PyTorch encoder of docs/mxfp6-format.md, itself checked on "
                       "the spec's worked examples and on 256 sampled blocks of each input against a pure-Python "
                       "transcription of the spec (column blobs: the row blobs of X^T; the packer prologue: the blobs "
                       "of the implementation's own bf16 d(mixed_qkv), checked within the backward's bounds -- for "

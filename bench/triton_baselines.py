@@ -1,5 +1,5 @@
 """BASELINE, not mxfp6c: hand-written Triton versions of the benchmarked kernels, the way these
-kernels are written today (DESIGN.md section 1), each autotuned over a small config set per shape
+kernels are written today (docs/architecture.md section 1), each autotuned over a small config set per shape
 (@triton.autotune keyed on the row count and strides; the two-launch backward baselines through
 _Tuner, which times both launches together). They take the same arguments as the PyTorch
 functions in problems.py and return the same outputs; `out=` writes into given tensors instead, so

@@ -6,7 +6,7 @@
 // writes 32 / THREADS rows' 4-byte scalars per store instruction: 8 bytes at 16 lanes per row,
 // a quarter of a sector, so the L2 sees four partial writes per sector. The whole-QKV forward's
 // two rstd outputs made it write 3 % more sectors than Triton's (whose program stores its rows'
-// rstd with one instruction) in 13 % more write requests (bench/results/2026-12-02-h200-notes.md,
+// rstd with one instruction) in 13 % more write requests (b1bc92a:bench/results/2026-12-02-h200-notes.md,
 // section 14). Gathered instead:
 //
 //   the first lane of each row writes its scalar and the element offset it would store it at

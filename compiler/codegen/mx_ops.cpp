@@ -1,4 +1,4 @@
-// MXFP6 in ALU code (specs/mxfp6.md), the path for gfx942, which has no FP6 or FP8 conversion
+// MXFP6 in ALU code (docs/mxfp6-format.md), the path for gfx942, which has no FP6 or FP8 conversion
 // instructions (sm_90 converts through FP8, gfx950 natively: both below).
 //
 // Scale of a 32-element block (amax = the largest |bf16| bit pattern; NaN/Inf sort above

@@ -62,7 +62,7 @@ Value KernelEmitter::widenBf16Pairs(Value v) {
 
 Value KernelEmitter::castValue(Value v, Dtype from, Dtype to) {
   if (from == to) return v;
-  // NVIDIA only: measured there (bench/results/2026-12-01-h200-notes.md, section 43); on AMD the
+  // NVIDIA only: measured there (b1bc92a:bench/results/2026-12-01-h200-notes.md, section 43); on AMD the
   // word-wise form costs 2-4 more VGPRs in the resource table and nothing shows it gains.
   if (from == Dtype::BF16 && to == Dtype::F32 && target_.backend == Backend::NVVM) {
     auto vt = dyn_cast<VectorType>(v.getType());

@@ -8,7 +8,7 @@
 // norm+RoPE forward's weight (two 16-byte vectors a thread) takes it to 54 registers, 18
 // programs per SM; Triton's kernel reads its weight through shared memory and runs at 48, 20
 // programs, and a hand-edited copy of ours that does the same gained 1-2 %
-// (bench/results/2026-12-06-notes-5.md). Staged:
+// (b1bc92a:bench/results/2026-12-06-notes-5.md). Staged:
 //
 //   where the load was, every thread of the program loads one piece of the tensor (4 to 16
 //   bytes; threads past the last piece load it again) and stores it to the load's buffer;

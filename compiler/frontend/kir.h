@@ -114,7 +114,7 @@ enum class OpCode {
   GroupReduceMin,  //   through max/min, as in ReduceMax/ReduceMin).
   RotatePairs,     // operands: v (length 2P), c, s (length P), one float type. Result length 2P:
                    //   y[2i] = c_i*v[2i] - s_i*v[2i+1],  y[2i+1] = s_i*v[2i] + c_i*v[2i+1].
-  // MXFP6 (specs/mxfp6.md); ival = mxVariant(format, mode).
+  // MXFP6 (docs/mxfp6-format.md); ival = mxVariant(format, mode).
   MxScale,         // operands[0] = v (bf16, length L, L % 32 == 0). Result u8, length L/32: the
                    //   E8M0 scale byte of each 32-element block (0xFF for a block with NaN/Inf).
   MxEncode,        // operands: v (bf16, length L), scales (u8, length L/32). Result u8, length L:

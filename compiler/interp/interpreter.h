@@ -27,7 +27,7 @@
 //     (exact after a bf16 load, but NOT rounded by a bf16(...) cast, see above) are first rounded
 //     once to bf16, to nearest even (doubleToBf16: overflow gives +-inf, NaN stays NaN). On those
 //     bits they are mx::encodeBlock / mx::encodeBf16Element of compiler/interp/mxfp6.h
-//     (specs/mxfp6.md), with the format and scale mode of Op::ival: MxScale gives each
+//     (docs/mxfp6-format.md), with the format and scale mode of Op::ival: MxScale gives each
 //     32-element block's E8M0 byte (amax on the bf16 magnitude bits, 0xFF for a block holding a
 //     NaN or Inf), MxEncode each element's 6-bit code under its block's scale byte (sign|0x1F
 //     under 0xFF). Pack6 packs four codes into three bytes, LSB first (mx::pack4); a code outside

@@ -1,4 +1,4 @@
-// The CPU reference encoder of MXFP6 (specs/mxfp6.md is normative): E2M3/E3M2 elements, one E8M0
+// The CPU reference encoder of MXFP6 (docs/mxfp6-format.md is normative): E2M3/E3M2 elements, one E8M0
 // scale byte per 32-element block in three scale modes, LSB-first 6-bit packing, and the row,
 // column and dual layouts of a bf16 tensor. GPU packers are tested byte for byte against it, so
 // it follows the spec bit for bit. Plain C++ (no LLVM); errors are Status values, never exceptions.

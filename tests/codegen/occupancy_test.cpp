@@ -33,7 +33,7 @@ TEST(Occupancy, Hopper) {
   expectOccupancy("sm_90", res(40), 384, 4, 0.75, "registers");
   // Registers are allocated per sub-partition: 48 registers (1536 a warp) give 4 * 10 warps, 20
   // programs of 64 threads, and 54 (1792) 4 * 9, 18 programs, as Nsight Compute's "Block Limit
-  // Registers" reports for them (bench/results/2026-12-06-h100-10-ncu-source.tgz).
+  // Registers" reports for them (b1bc92a:bench/results/2026-12-06-h100-10-ncu-source.tgz).
   expectOccupancy("sm_90", res(48), 64, 20, 0.625, "registers");
   expectOccupancy("sm_90", res(54), 64, 18, 0.5625, "registers");
   // 32 registers, 1024 threads: 2 blocks by registers and by threads; registers named first.

@@ -5,7 +5,7 @@
 //   mean, rstd: relative error |gpu - ref| / |ref| <= 1e-5 (fp32 sums of 3072 terms; the inputs
 //               keep |mean| >= 0.4 so the relative error of the mean is meaningful).
 //   y:          within 1 bf16 ulp of bf16(ref), except where the result cancels (|y| << |terms|):
-//               there |gpu - ref| <= 0.5*ulp_bf16(ref) + 2^-20 * terms (DESIGN.md section 5:
+//               there |gpu - ref| <= 0.5*ulp_bf16(ref) + 2^-20 * terms (docs/architecture.md section 4.5:
 //               fp32 math rounded once to bf16), with terms = every addend of
 //               y = (x - mu)*rstd*(1+scale) + shift at the output's scale:
 //               |x*rstd*(1+scale)| + |mu*rstd*(1+scale)| + |shift|. The mu term is there because

@@ -1,5 +1,5 @@
 // MXFP6 row, column and dual packing on the GPU, bit for bit against the CPU encoder
-// (compiler/interp/mxfp6.h, itself checked exhaustively against specs/mxfp6.md): every format
+// (compiler/interp/mxfp6.h, itself checked exhaustively against docs/mxfp6-format.md): every format
 // and scale mode, on data with ordinary values, zero blocks, bf16 subnormals, values at the
 // format's saturation, and NaN/Inf blocks. Outputs poisoned before each launch; two launches
 // bit-identical. The GPU tests' own schedules (C = 3072) at Flux's R, and the benchmark's other

@@ -1,4 +1,4 @@
-// QK RMSNorm + interleaved RoPE (DESIGN.md section 6.1) on the GPU against the fp64 interpreter
+// QK RMSNorm + interleaved RoPE (docs/architecture.md section 4.1) on the GPU against the fp64 interpreter
 // running the same DSL kernels: the whole-QKV forward and backward (norm_rope_qkv_fwd/_bwd) in
 // both mixed_qkv layouts, and the per-tensor entry points (norm_rope_fwd/_bwd) reading one part
 // of mixed_qkv through its strides -- K of a Megatron per-head [T, H, 3, 128] buffer (token
@@ -11,7 +11,7 @@
 //   rstd:     relative error <= 1e-5.
 //   q, k, y:  within 1 bf16 ulp of bf16(ref), except where the rotation cancels
 //             (y[2i] = c*n[2i] - s*n[2i+1]): there |gpu - ref| <= 0.5*ulp_bf16(ref) + 2^-20 *
-//             (|c*n[2i]| + |s*n[2i+1]|), n = x*rstd*w (DESIGN.md section 5's bound, terms = the
+//             (|c*n[2i]| + |s*n[2i+1]|), n = x*rstd*w (docs/architecture.md section 4.5's bound, terms = the
 //             addends of the last operation). Elements beyond 1 ulp are counted and reported.
 //   v:        bit-exact copy.
 // Backward bounds: see the backward section below. Every output bit-identical across two

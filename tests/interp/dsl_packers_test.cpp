@@ -1,5 +1,5 @@
 // kernels_dsl/mxfp6_pack.mxk run by the interpreter against the CPU encoder (compiler/interp/
-// mxfp6.h, checked exhaustively against specs/mxfp6.md): the row, column and dual packers in
+// mxfp6.h, checked exhaustively against docs/mxfp6-format.md): the row, column and dual packers in
 // every format and scale mode, bound 0 differing bytes; and the dual packer's two outputs
 // byte-identical to the row and column packers' (spec "Layout": dual = both from one read).
 // Also the tile accesses the column packers rely on: several slices, `start : n` ranges,

@@ -1,5 +1,5 @@
 // LN-modulate forward run by the interpreter against an independent reference written from the
-// formulas of DESIGN 6.2 in long double:
+// formulas of docs/architecture.md 4.2 in long double:
 //   mu = mean(x); rstd = 1 / sqrt(mean((x - mu)^2) + eps); y = (x - mu) * rstd * (1 + scale[b])
 //   + shift[b], where b is the sample of token t: t / S for tokens laid out [B, S, D], t % B for
 //   [S, B, D]. The kernel gets the layout as sample_div (S, resp. 1) and computes

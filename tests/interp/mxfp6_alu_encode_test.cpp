@@ -2,7 +2,7 @@
 // holds an odd number of elements; otherwise sm_90 converts through FP8), written here
 // op for op (the same i32 and f32 operations in the same order), against the CPU reference
 // encoder mx::encodeBf16Element. Reference: compiler/interp/mxfp6.h (itself checked against
-// specs/mxfp6.md in mxfp6_test.cpp). Metric: exact equality of the 6-bit code. Bound: 0
+// docs/mxfp6-format.md in mxfp6_test.cpp). Metric: exact equality of the 6-bit code. Bound: 0
 // differences for every bf16 pattern, every scale byte 0..255 and both formats, under every
 // floating-point environment a GPU may run the two FMAs in: f32 denormals kept (IEEE) or flushed
 // to a zero of either sign on input and output, and any NaN a hardware FMA may return (canonical

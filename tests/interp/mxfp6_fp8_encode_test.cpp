@@ -1,6 +1,6 @@
 // The element encoder that compiler/codegen/mx_ops.cpp emits for sm_90 (emitMxEncodeFp8), written
 // here op for op, against the CPU reference encoder mx::encodeBf16Element (compiler/interp/mxfp6.h,
-// itself checked against specs/mxfp6.md in mxfp6_test.cpp). The FP8 conversion the GPU runs
+// itself checked against docs/mxfp6-format.md in mxfp6_test.cpp). The FP8 conversion the GPU runs
 // (cvt.rn.satfinite.e4m3x2 / e5m2x2.f32) is modelled by an independent rounding,
 // tests/interp/reference_rounding.h, to E4M3 / E5M2 (round to nearest even; the inputs stay below
 // the FP8 maxima, so the saturation never acts). The f32 multiply keeps denormals, as the NVPTX
@@ -152,7 +152,7 @@ TEST(Mxfp6Fp8Encode, TheFp6GridIsTheScaledFp8Grid) {
 }
 
 // Every word of four 6-bit codes packs to the spec's LSB-first 24-bit group (pack4, itself
-// checked against specs/mxfp6.md's worked examples in mxfp6_test.cpp).
+// checked against docs/mxfp6-format.md's worked examples in mxfp6_test.cpp).
 TEST(Mxfp6Fp8Encode, ThePackingArithmeticIsTheSpecsForEveryFourCodes) {
   int64_t mismatches = 0;
   for (uint32_t codes = 0; codes < (1u << 24); ++codes) {

@@ -1,4 +1,4 @@
-// The MXFP6 reference encoder against specs/mxfp6.md. Reference: oracles written here from the
+// The MXFP6 reference encoder against docs/mxfp6-format.md. Reference: oracles written here from the
 // format definitions only (a table of the 32 code values built from exponent bias, mantissa bits
 // and subnormals, nearest value by exhaustive comparison in double, ties to the even code; scale
 // exponents from log2 in double), never from the encoder's own arithmetic. Metric: exact equality

@@ -1,6 +1,6 @@
 // The row-vector building blocks in the interpreter, on hand-built KIR: Repeat, GroupReduceSum/
 // Max/Min, RotatePairs, MxScale, MxEncode and Pack6. References are written here from the
-// definitions in kir.h and specs/mxfp6.md, never from the interpreter's or the encoder's code:
+// definitions in kir.h and docs/mxfp6-format.md, never from the interpreter's or the encoder's code:
 //   - Repeat / group reductions: index formulas; sums in ascending order (the definition), max/min
 //     as "NaN if any NaN, else the first element equal to the extreme".
 //   - RotatePairs: the inputs are f32, so each product of two of them is exact in fp64 and the
@@ -360,7 +360,7 @@ TEST(InterpRowBlocks, RotatePairsRoundsEachProductToFp64NeverFused) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Independent MXFP6 oracle (specs/mxfp6.md "Elements" and "Scales")
+// Independent MXFP6 oracle (docs/mxfp6-format.md sections 1 and 2)
 
 struct FormatRef {
   int mantissaBits, bias, emax;

@@ -1,6 +1,6 @@
 # cmake -DREADELF=<readelf> -DRUNTIME=<libmxfp6rt.so> -P check_needed.cmake <binary>...
 #
-# The link boundaries of DESIGN.md section 3, read from the binaries themselves: no file may
+# The link boundaries of docs/architecture.md section 2, read from the binaries themselves: no file may
 # need LLVM, MLIR, clang, gRPC, protobuf, SQLite, or a GPU driver (those are dlopen'ed), and the
 # runtime may need nothing beyond the C runtime, so a new dependency is a deliberate decision.
 set(forbidden "^lib(LLVM|MLIR|clang|grpc|gpr|protobuf|sqlite3|cuda|amdhip64|hsa-runtime)")
