@@ -267,7 +267,9 @@ TEST(KernelDb, GcKeepsOneToolchainAndWhatItsCandidatesReference) {
   EXPECT_THAT(*db->families(), ElementsAre(current));
   EXPECT_FALSE(*db->hasObject(stray.sha256));
   EXPECT_EQ(db->candidates(current)->size(), 2u);
-  for (const Candidate& c : *db->candidates(current)) EXPECT_TRUE(*db->hasObject(c.objects[0]));
+  auto kept = db->candidates(current);
+  ASSERT_OK(kept);
+  for (const Candidate& c : *kept) EXPECT_TRUE(*db->hasObject(c.objects[0]));
   auto report = db->check();
   ASSERT_OK(report);
   EXPECT_TRUE(report->problems.empty());
