@@ -5,6 +5,7 @@
 //   mxfp6c compile FILE --kernel NAME --target sm_90|gfx942|gfx950 [--config K=V,...]
 //                  [--emit ast|kir|mlir|llvm|ptx|cubin|hsaco|isa] [-o OUT]
 //   mxfp6c precompile PATH... -o DIR [--targets T1,T2,...]
+//   mxfp6c precompile --shapes FILE --db DB [--targets T1,T2,...] [--jobs N] [--force]
 //
 // Exit status: 0 on success, 1 on a user error (located diagnostics on stderr), 2 on bad usage.
 
@@ -17,6 +18,7 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/occupancy.h"
 #include "compiler/frontend/frontend.h"
+#include "tools/mxfp6c/precompile_db.h"
 
 namespace {
 
@@ -31,7 +33,8 @@ const char* kUsageText =
     "  mxfp6c list FILE\n"
     "  mxfp6c compile FILE --kernel NAME --target sm_90|gfx942|gfx950 [--config K=V,...]\n"
     "                 [--emit ast|kir|mlir|llvm|ptx|cubin|hsaco|isa] [-o OUT]\n"
-    "  mxfp6c precompile PATH... -o DIR [--targets sm_90,gfx942,gfx950]\n";
+    "  mxfp6c precompile PATH... -o DIR [--targets sm_90,gfx942,gfx950]\n"
+    "  mxfp6c precompile --shapes FILE --db DB [--targets sm_90,gfx942,gfx950] [--jobs N] [--force]\n";
 
 std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
   std::string out;
@@ -54,6 +57,8 @@ std::optional<Args> parseArgs(int argc, char** argv, const std::vector<std::stri
       if (auto eq = s.find('='); eq != std::string::npos) {
         name = s.substr(0, eq);
         value = s.substr(eq + 1);
+      } else if (s == "--force") {  // the one flag without a value
+        value = "1";
       } else if (i + 1 < argc) {
         value = argv[++i];
       } else {
@@ -289,11 +294,16 @@ int main(int argc, char** argv) {
   std::optional<Args> args;
   if (cmd == "check" || cmd == "list") args = parseArgs(argc, argv, {});
   else if (cmd == "compile") args = parseArgs(argc, argv, {"--kernel", "--target", "--config", "--emit", "-o"});
-  else if (cmd == "precompile") args = parseArgs(argc, argv, {"-o", "--targets"});
+  else if (cmd == "precompile") args = parseArgs(argc, argv, {"-o", "--targets", "--shapes", "--db", "--jobs", "--force", "--dsl-dir"});
   else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile)\n" << kUsageText, kUsage;
   if (!args) return kUsage;
   if (cmd == "check") return cmdCheck(*args);
   if (cmd == "list") return cmdList(*args);
   if (cmd == "compile") return cmdCompile(*args);
+  if (args->flags.count("--shapes") || args->flags.count("--db")) {
+    if (!args->flags.count("--shapes") || !args->flags.count("--db") || !args->positional.empty() || args->flags.count("-o"))
+      return std::cerr << kUsageText, kUsage;
+    return cli::precompileIntoDb(args->flags);
+  }
   return cmdPrecompile(*args);
 }

@@ -1,0 +1,83 @@
+"""mxfp6c precompile --shapes --db end to end on real SQLite files: a shape set precompiled into a
+database, a second run that compiles nothing, resolution of the result through mxfp6-db, a bad
+shape file rejected with nothing written, and a precompile killed with SIGKILL leaving a database
+that opens and passes `mxfp6-db check`.
+
+usage: precompile_db_test.py MXFP6C MXFP6_DB"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+MXFP6C, MXFP6_DB = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(*args):
+    return subprocess.run(args, capture_output=True, text=True)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    shapes = os.path.join(tmp, "shapes.json")
+    with open(shapes, "w") as f:
+        json.dump({"entries": [
+            {"site": "LN bwd", "op": "ln_modulate_bwd", "variant": {"layout": "bsd"}, "size": 3072,
+             "tokens_per_sample": 256, "tokens": [4096, 8192]},
+            {"site": "row packer", "op": "mxfp6_pack_rows", "variant": {"FMT": "E3M2", "MODE": "RCEIL"},
+             "size": 9216, "tokens": [4096]}]}, f)
+    db = os.path.join(tmp, "kernels.db")
+    first = run(MXFP6C, "precompile", "--shapes", shapes, "--db", db, "--targets", "sm_90,gfx950")
+    check(first.returncode == 0, f"first precompile failed: {first.stderr}")
+    check("4 precompiled now" in first.stdout, f"first run: {first.stdout}")
+    second = run(MXFP6C, "precompile", "--shapes", shapes, "--db", db, "--targets", "sm_90,gfx950")
+    check(second.returncode == 0 and "0 compiles" in second.stdout and "4 already" in second.stdout,
+          f"second run compiled again: {second.stdout}")
+    checked = run(MXFP6_DB, "check", "--db", db)
+    check(checked.returncode == 0, f"mxfp6-db check: {checked.stdout} {checked.stderr}")
+
+    # Unknown op, target and impossible shape: an error naming the entry, and no file written.
+    for entry, expect in [({"op": "ln_modulate_sideways", "tokens": [1]}, "unknown op"),
+                          ({"op": "mxfp6_pack_rows", "size": 4096, "tokens": [64]}, "C must be one of"),
+                          ({"op": "ln_modulate_fwd", "size": 3072, "tokens_per_sample": 256, "tokens": [1000]},
+                           "multiple of tokens_per_sample")]:
+        bad = os.path.join(tmp, "bad.json")
+        with open(bad, "w") as f:
+            json.dump({"entries": [entry]}, f)
+        target_db = os.path.join(tmp, "never.db")
+        r = run(MXFP6C, "precompile", "--shapes", bad, "--db", target_db)
+        check(r.returncode == 1 and "entries[0]" in r.stderr and expect in r.stderr, f"bad entry {entry}: {r.stderr}")
+        check(not os.path.exists(target_db), f"bad entry {entry} wrote a database")
+    r = run(MXFP6C, "precompile", "--shapes", shapes, "--db", os.path.join(tmp, "never.db"), "--targets", "sm_91")
+    check(r.returncode == 1 and "unknown target 'sm_91'" in r.stderr, f"unknown target: {r.stderr}")
+
+    # SIGKILL in the middle of a larger precompile: the file opens and checks; a rerun finishes.
+    big = os.path.join(tmp, "big.json")
+    with open(big, "w") as f:
+        json.dump({"entries": [{"op": op, "variant": {"FMT": "E3M2"}, "size": c, "tokens": [4096]}
+                               for op in ("mxfp6_pack_rows", "mxfp6_pack_cols", "mxfp6_pack_dual")
+                               for c in (3072, 9216, 12288, 15360, 21504)]}, f)
+    killed_db = os.path.join(tmp, "killed.db")
+    p = subprocess.Popen([MXFP6C, "precompile", "--shapes", big, "--db", killed_db, "--targets", "sm_90"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(3)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    if os.path.exists(killed_db):
+        checked = run(MXFP6_DB, "check", "--db", killed_db)
+        check(checked.returncode == 0, f"check after SIGKILL: {checked.stdout} {checked.stderr}")
+    rerun = run(MXFP6C, "precompile", "--shapes", big, "--db", killed_db, "--targets", "sm_90")
+    check(rerun.returncode == 0, f"rerun after SIGKILL: {rerun.stderr}")
+    again = run(MXFP6C, "precompile", "--shapes", big, "--db", killed_db, "--targets", "sm_90")
+    check("0 compiles" in again.stdout, f"third run compiled again: {again.stdout}")
+
+print("ok" if not failures else f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
