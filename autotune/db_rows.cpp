@@ -129,7 +129,7 @@ std::string runUid(const TuningRun& run) {
   return sha256Hex(content.dump());
 }
 
-/// What a run must satisfy before it can be a key's selection (DESIGN.md section 8: a winner
+/// What a run must satisfy before it can be a key's selection (docs/architecture.md, "Tuning": a winner
 /// passed the correctness gate on this shape).
 Status checkRun(const TuningRun& run) {
   std::string key = formatKey(run.key);

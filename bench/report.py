@@ -7,7 +7,30 @@ bandwidths, ratios to copy, speedups and the pass/miss of every target of docs/a
 import gzip
 import itertools
 import json
+import textwrap
 import pathlib
+
+
+def wrap_markdown(md, width=100, longest=400):
+    """Lines longer than `longest` (header fields, check summaries) wrapped at `width` columns, a
+    list item's continuation indented under its text; tables and code blocks stay as they are, so
+    the repository's line limit (tests/repo/check_record.py) holds for every report."""
+    out, in_code = [], False
+    for line in md.split("\n"):
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or line.startswith("|") or len(line) <= longest:
+            out.append(line)
+            continue
+        hard_break = line.endswith("  ")
+        indent = "  " if line.startswith("- ") else ""
+        pieces = textwrap.wrap(line, width, subsequent_indent=indent, break_long_words=False,
+                               break_on_hyphens=False)
+        if hard_break:
+            pieces[-1] += "  "
+        out.extend(pieces)
+    return "\n".join(out)
+
 
 IMPLS = ("mxfp6c", "eager", "torch_compile", "triton")
 LABELS = {"mxfp6c": "mxfp6c (ours)", "eager": "PyTorch eager", "torch_compile": "torch.compile",
@@ -551,7 +574,7 @@ def render(doc, out_dir, stem, with_chart=True):
         except Exception as e:  # the numbers matter more than the picture
             doc["chart_error"] = f"{type(e).__name__}: {e}"
     md = markdown(doc)
-    (out_dir / f"{stem}.md").write_text(md)
+    (out_dir / f"{stem}.md").write_text(wrap_markdown(md))
     return md
 
 

@@ -16,7 +16,6 @@ import sys
 MAX_RESULT_FILES = 40
 MAX_RESULT_BYTES = 5 * 1000 * 1000
 MAX_LINE = 400
-GENERATED_REPORT = "# mxfp6c benchmark:"
 SKIP_DIRS = {".git", "node_modules", "__pycache__"}
 
 
@@ -56,8 +55,6 @@ def check_markdown(root):
     for rel in markdown_files(root):
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             lines = f.readlines()
-        if lines and lines[0].startswith(GENERATED_REPORT):
-            continue
         for n, line in enumerate(lines, 1):
             line = line.rstrip("\n")
             if len(line) > MAX_LINE and not line.lstrip().startswith("|"):
