@@ -573,8 +573,8 @@ def render(doc, out_dir, stem, with_chart=True):
                 doc["chart"] = f"{stem}.png"
         except Exception as e:  # the numbers matter more than the picture
             doc["chart_error"] = f"{type(e).__name__}: {e}"
-    md = markdown(doc)
-    (out_dir / f"{stem}.md").write_text(wrap_markdown(md))
+    md = wrap_markdown(markdown(doc))
+    (out_dir / f"{stem}.md").write_text(md)
     return md
 
 
