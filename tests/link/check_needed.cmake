@@ -1,9 +1,14 @@
-# cmake -DREADELF=<readelf> -DRUNTIME=<libmxfp6rt.so> -P check_needed.cmake <binary>...
+# cmake -DREADELF=<readelf> -DRUNTIME=<libmxfp6rt.so> [-DALLOW_SQLITE=ON] -P check_needed.cmake <binary>...
 #
 # The link boundaries of docs/architecture.md section 2, read from the binaries themselves: no file may
 # need LLVM, MLIR, clang, gRPC, protobuf, SQLite, or a GPU driver (those are dlopen'ed), and the
 # runtime may need nothing beyond the C runtime, so a new dependency is a deliberate decision.
-set(forbidden "^lib(LLVM|MLIR|clang|grpc|gpr|protobuf|sqlite3|cuda|amdhip64|hsa-runtime)")
+# -DALLOW_SQLITE=ON: the database side (mxfp6-db, the tuner), whose job SQLite is.
+if(ALLOW_SQLITE)
+  set(forbidden "^lib(LLVM|MLIR|clang|grpc|gpr|protobuf|cuda|amdhip64|hsa-runtime)")
+else()
+  set(forbidden "^lib(LLVM|MLIR|clang|grpc|gpr|protobuf|sqlite3|cuda|amdhip64|hsa-runtime)")
+endif()
 set(runtime_allowed "^(libc|libm|libdl|libpthread|librt|libstdc\\+\\+|libgcc_s)\\.so|^ld-linux")
 
 function(needed_of file out)
