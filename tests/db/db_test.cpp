@@ -16,12 +16,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using namespace testing;
 
-std::unique_ptr<KernelDb> openOrDie(const std::string& path, OpenMode mode = OpenMode::ReadWrite) {
-  auto db = KernelDb::open(path, mode);
-  EXPECT_TRUE(db.isOk()) << db.status().message();
-  return db.isOk() ? db.take() : nullptr;
-}
-
 TEST(KernelDb, NewFileHasTheCurrentSchemaAndOurApplicationId) {
   TempDir dir;
   auto db = openOrDie(dir.file("k.db"));

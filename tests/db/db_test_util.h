@@ -46,6 +46,13 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+/// Opens (or creates) a database, failing the test with the error when it cannot.
+inline std::unique_ptr<KernelDb> openOrDie(const std::string& path, OpenMode mode = OpenMode::ReadWrite) {
+  auto db = KernelDb::open(path, mode);
+  EXPECT_TRUE(db.isOk()) << db.status().message();
+  return db.isOk() ? db.take() : nullptr;
+}
+
 inline FamilyKey lnFamily(const std::string& toolchain = "mxfp6c-1/llvm-22/ptxas-12.8") {
   return FamilyKey{"ln_modulate_fwd", "", "sm_90", "D=3072", toolchain};
 }

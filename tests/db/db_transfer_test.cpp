@@ -13,12 +13,6 @@ namespace {
 using ::testing::HasSubstr;
 using namespace testing;
 
-std::unique_ptr<KernelDb> openOrDie(const std::string& path, OpenMode mode = OpenMode::ReadWrite) {
-  auto db = KernelDb::open(path, mode);
-  EXPECT_TRUE(db.isOk()) << db.status().message();
-  return db.isOk() ? db.take() : nullptr;
-}
-
 /// A shard as a tuning job leaves it: candidates, runs of `rows` won by `winner` at `tunedAt`.
 void fillShard(KernelDb& db, std::vector<int64_t> rows, const std::string& winner,
                const std::string& tunedAt) {
