@@ -28,6 +28,7 @@
 
 #include "autotune/db.h"
 #include "autotune/resolve.h"
+#include "autotune/selection.h"
 
 namespace mxfp6::autotune {
 namespace {
@@ -214,12 +215,10 @@ struct Spread {
   double median = 0, min = 0, max = 0;
 };
 
-Spread spreadOf(std::vector<double> samples) {
+Spread spreadOf(const std::vector<double>& samples) {
   if (samples.empty()) return {};
-  std::sort(samples.begin(), samples.end());
-  size_t n = samples.size();
-  double median = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
-  return {median, samples.front(), samples.back()};
+  auto [min, max] = std::minmax_element(samples.begin(), samples.end());
+  return {median(samples), *min, *max};  // the selection rule's median (autotune/selection.h)
 }
 
 std::string fixed(double v) {
