@@ -387,7 +387,7 @@ Expected<Problem> problemOf(const OpSpec& op, const std::map<std::string, std::s
     ASSIGN_OR_RETURN(rt::TensorArg x, tensor(call, first, 2));
     p.tokens = x.sizes[0];
     p.size = x.sizes[1];
-    if (!op.name.ends_with("per_token")) {
+    if (op.perSample) {
       ASSIGN_OR_RETURN(double S, scalar(call, "tokens_per_sample"));
       p.tokensPerSample = static_cast<int64_t>(S);
     }

@@ -150,6 +150,11 @@ std::vector<OpSpec> buildTable() {
                       scalesTranspose(), dwTree()},
                      Partials::Tree, {}, 32}}});
   }
+  for (OpSpec& op : ops) {
+    op.perSample = op.name == "ln_modulate_fwd" || op.name == "ln_modulate_bwd";
+    if (op.name == "mxfp6_pack_cols" || op.name == "mxfp6_pack_dual" || op.name.starts_with("norm_rope_qkv_bwd_pack"))
+      op.tokenMultiple = 32;
+  }
   return ops;
 }
 

@@ -69,6 +69,12 @@ struct OpSpec {
   /// What M (the key's rows) counts: "tokens", or "rows" ((token, head) pairs).
   std::string rowsMeaning;
   std::vector<FamilySpec> families;
+  /// Per-sample modulation: the call names tokens_per_sample (S), which the key carries and
+  /// which bounds a plan's partials per sample.
+  bool perSample = false;
+  /// The op's tokens must be a multiple of this for any plan (column packing works on blocks of
+  /// 32 rows, the prologue on tiles of 32 tokens).
+  int64_t tokenMultiple = 1;
 };
 
 /// The .mxk file (under kernels_dsl/) that holds a kernel one of the op's plans launches; empty

@@ -101,7 +101,7 @@ std::string Problem::sizes() const {
 
 namespace {
 bool keyedByHeads(const OpSpec& op) { return op.rowsMeaning == "rows"; }
-bool keyedBySample(const OpSpec& op) { return op.name == "ln_modulate_fwd" || op.name == "ln_modulate_bwd"; }
+bool keyedBySample(const OpSpec& op) { return op.perSample; }
 }  // namespace
 
 std::string Problem::variantText() const {
@@ -179,8 +179,7 @@ Status validateProblem(const Problem& p) {
   if (p.tokens > INT32_MAX / p.heads)
     return Status::error(op.name + ": " + std::to_string(p.tokens) + " tokens x " + std::to_string(p.heads) +
                          " heads exceed the 2^31 - 1 rows the kernels index");
-  bool perSample = op.name == "ln_modulate_fwd" || op.name == "ln_modulate_bwd";
-  if (perSample) {
+  if (op.perSample) {
     if (p.tokensPerSample < 1 || p.tokens % p.tokensPerSample != 0)
       return Status::error(op.name + ": tokens (" + std::to_string(p.tokens) +
                            ") must be a positive multiple of tokens_per_sample (" + std::to_string(p.tokensPerSample) +
@@ -188,11 +187,9 @@ Status validateProblem(const Problem& p) {
   } else if (p.tokensPerSample != 0) {
     return Status::error(op.name + " takes no tokens_per_sample (its modulation is not per sample)");
   }
-  if ((op.name == "mxfp6_pack_cols" || op.name == "mxfp6_pack_dual") && p.tokens % 32 != 0)
-    return Status::error(op.name + ": tokens (" + std::to_string(p.tokens) +
-                         ") must be whole 32-row blocks, since columns are packed in blocks of 32 rows");
-  if (op.name.starts_with("norm_rope_qkv_bwd_pack") && p.tokens % 32 != 0)
-    return Status::error(op.name + ": tokens (" + std::to_string(p.tokens) + ") must be a multiple of 32");
+  if (p.tokens % op.tokenMultiple != 0)
+    return Status::error(op.name + ": tokens (" + std::to_string(p.tokens) + ") must be a multiple of " +
+                         std::to_string(op.tokenMultiple) + " (whole 32-row blocks)");
   return Status::ok();
 }
 

@@ -75,16 +75,16 @@ bool sameBytes(const rt::TensorArg& a, const rt::TensorArg& b) {
   return count(a) == count(b) && std::memcmp(a.data, b.data, count(a) * rt::dtypeBytes(a.dtype)) == 0;
 }
 
-Status runPlan(const Plan& plan, const OpCall& call, Host& host) {
+/// Runs a plan on the interpreter; `variant` holds the runtime axes (layout), the compile-time
+/// ones are read off the plan's config.
+Status runPlan(const Plan& plan, const OpCall& call, Host& host, std::map<std::string, std::string> variant = {}) {
   const OpSpec* op = findOp(plan.op);
-  std::map<std::string, std::string> variant;
   for (const VariantAxis& axis : op->variants) {
     if (axis.compileTime) {
       auto config = *parseConfig(plan.launches[0].config);
       variant[axis.name] = config.at(axis.name);
     }
   }
-  if (call.scalars.count("layout_bsd")) variant["layout"] = call.scalars.at("layout_bsd") ? "bsd" : "sbd";
   ASSIGN_OR_RETURN(Problem problem, problemOf(*op, variant, call));
   ASSIGN_OR_RETURN(auto steps, compose(plan, problem, call, host.scratch()));
   InterpLauncher launcher(MXFP6_DSL_DIR);
@@ -112,8 +112,8 @@ TEST(PlansInterp, LnModulateForwardFamiliesMatchTheFormula) {
       rt::TensorArg y = host.tensor(rt::Dtype::BF16, {T, D}), mean = host.tensor(rt::Dtype::F32, {T}),
                     rstd = host.tensor(rt::Dtype::F32, {T});
       call.tensors = {{"x", x}, {"scale", scale}, {"shift", shift}, {"y", y}, {"mean", mean}, {"rstd", rstd}};
-      call.scalars = {{"tokens_per_sample", S}, {"eps", 1e-6}, {"layout_bsd", bsd}};
-      Status s = runPlan(plan, call, host);
+      call.scalars = {{"tokens_per_sample", S}, {"eps", 1e-6}};
+      Status s = runPlan(plan, call, host, {{"layout", bsd ? "bsd" : "sbd"}});
       ASSERT_TRUE(s) << plan.id() << ": " << s.message();
       for (int64_t t = 0; t < T; ++t) {
         int64_t b = bsd ? t / S : t % B;
@@ -172,8 +172,8 @@ TEST(PlansInterp, LnModulateBackwardEveryPartialsChoiceAndReduction) {
                   dh = host.tensor(rt::Dtype::BF16, {B, D});
     call.tensors = {{"g", gr}, {"x", x}, {"scale", scale}, {"mean", mean}, {"rstd", rstd},
                     {"dx", dx}, {"dscale", ds}, {"dshift", dh}};
-    call.scalars = {{"tokens_per_sample", S}, {"layout_bsd", 1}};
-    Status s = runPlan(plan, call, host);
+    call.scalars = {{"tokens_per_sample", S}};
+    Status s = runPlan(plan, call, host, {{"layout", "bsd"}});
     ASSERT_TRUE(s) << plan.id() << ": " << s.message();
     for (int64_t i = 0; i < B * D; ++i) {
       ASSERT_LE(std::fabs(bf(ds, i) - dscale[i]), ulpBf16(dscale[i]) + std::ldexp(magScale[i], -20)) << plan.id() << " " << i;
