@@ -1,5 +1,6 @@
-"""mxfp6c precompile --shapes --db end to end on real SQLite files: a shape set precompiled into a
-database, a second run that compiles nothing, resolution of the result through mxfp6-db, a bad
+"""mxfp6c precompile --shapes --db and pin/unpin end to end on real SQLite files: a shape set
+precompiled into a database, a second run that compiles nothing, a pin and its removal seen
+through `mxfp6-db why`, a bad
 shape file rejected with nothing written, and a precompile killed with SIGKILL leaving a database
 that opens and passes `mxfp6-db check`.
 
@@ -43,6 +44,26 @@ with tempfile.TemporaryDirectory() as tmp:
           f"second run compiled again: {second.stdout}")
     checked = run(MXFP6_DB, "check", "--db", db)
     check(checked.returncode == 0, f"mxfp6-db check: {checked.stdout} {checked.stderr}")
+
+    # Pins: one key pinned by config, shown by `why` with its provenance, refused without a
+    # reason or when ambiguous, and gone after unpin (back to the default plan).
+    key = "ln_modulate_bwd/S=256,layout=bsd/sm_90/D=3072/4096"
+    r = run(MXFP6C, "pin", key, "--db", db, "--config", "THREADS=384")
+    check(r.returncode == 2 and "--why" in r.stderr, f"pin without --why: {r.stderr}")
+    r = run(MXFP6C, "pin", key, "--db", db, "--config", "THREADS=384", "--why", "x")
+    check(r.returncode == 1 and "candidates have THREADS=384" in r.stderr, f"ambiguous pin: {r.stderr}")
+    r = run(MXFP6C, "pin", key, "--db", db, "--config", "THREADS=128,P=4,W=384", "--why", "A/B vs default",
+            "--who", "ci", "--expires", "2099-01-01T00:00:00Z")
+    check(r.returncode == 0 and "P=4" in r.stdout, f"pin: {r.stdout} {r.stderr}")
+    why = run(MXFP6_DB, "why", key, "--db", db)
+    check(why.returncode == 0 and "pinned" in why.stdout and "A/B vs default" in why.stdout and "ci" in why.stdout,
+          f"why after pin: {why.stdout} {why.stderr}")
+    r = run(MXFP6C, "unpin", key, "--db", db)
+    check(r.returncode == 0, f"unpin: {r.stderr}")
+    why = run(MXFP6_DB, "why", key, "--db", db)
+    check("default" in why.stdout and "pinned" not in why.stdout, f"why after unpin: {why.stdout}")
+    r = run(MXFP6C, "unpin", key, "--db", db)
+    check(r.returncode == 1 and "no pin" in r.stderr, f"second unpin: {r.stderr}")
 
     # Unknown op, target and impossible shape: an error naming the entry, and no file written.
     for entry, expect in [({"op": "ln_modulate_sideways", "tokens": [1]}, "unknown op"),

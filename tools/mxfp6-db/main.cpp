@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "autotune/db.h"
+#include "autotune/key_text.h"
 #include "autotune/resolve.h"
 #include "autotune/selection.h"
 
@@ -137,44 +138,11 @@ Expected<std::unique_ptr<KernelDb>> openDb(const Args& args, OpenMode mode) {
 
 /// "op/variant/target/sizes/M" plus --toolchain, or the only toolchain the family has.
 Expected<Key> parseKey(KernelDb& db, const std::string& text, const Args& args, bool& usage) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, '/');) parts.push_back(part);
-  if (!text.empty() && text.back() == '/') parts.push_back("");
-  usage = true;
-  if (parts.size() != 5)
-    return Status::error("key '" + text + "' is not op/variant/target/sizes/M");
-  Key key;
-  key.family = FamilyKey{parts[0], parts[1], parts[2], parts[3], ""};
-  try {
-    size_t used = 0;
-    key.rows = std::stoll(parts[4], &used);
-    if (used != parts[4].size()) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
-    return Status::error("key '" + text + "': M '" + parts[4] + "' is not an integer");
-  }
-  usage = false;
-  if (auto it = args.options.find("--toolchain"); it != args.options.end()) {
-    key.family.toolchain = it->second;
-    return key;
-  }
-  ASSIGN_OR_RETURN(std::vector<FamilyKey> families, db.families());
-  std::vector<std::string> toolchains;
-  for (const FamilyKey& f : families)
-    if (f.op == key.family.op && f.variant == key.family.variant &&
-        f.target == key.family.target && f.sizes == key.family.sizes)
-      toolchains.push_back(f.toolchain);
-  if (toolchains.empty())
-    return Status::error("no key family " + parts[0] + "/" + parts[1] + "/" + parts[2] + "/" +
-                         parts[3] + " in " + db.path());
-  if (toolchains.size() > 1) {
-    std::string list;
-    for (const std::string& t : toolchains) list += (list.empty() ? "" : ", ") + t;
-    usage = true;
-    return Status::error("key " + text + " exists for " + std::to_string(toolchains.size()) +
-                         " toolchains; pick one with --toolchain: " + list);
-  }
-  key.family.toolchain = toolchains[0];
+  std::optional<std::string> toolchain;
+  if (auto it = args.options.find("--toolchain"); it != args.options.end()) toolchain = it->second;
+  KeyTextError error;
+  auto key = parseKeyText(db, text, toolchain, error);
+  usage = error.usage;
   return key;
 }
 

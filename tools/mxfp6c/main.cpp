@@ -6,6 +6,8 @@
 //                  [--emit ast|kir|mlir|llvm|ptx|cubin|hsaco|isa] [-o OUT]
 //   mxfp6c precompile PATH... -o DIR [--targets T1,T2,...]
 //   mxfp6c precompile --shapes FILE --db DB [--targets T1,T2,...] [--jobs N] [--force]
+//   mxfp6c pin KEY --db DB (--plan ID | --config K=V,...) --why TEXT [--who NAME] [--expires ISO]
+//   mxfp6c unpin KEY --db DB
 //
 // Exit status: 0 on success, 1 on a user error (located diagnostics on stderr), 2 on bad usage.
 
@@ -18,6 +20,7 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/occupancy.h"
 #include "compiler/frontend/frontend.h"
+#include "tools/mxfp6c/pin.h"
 #include "tools/mxfp6c/precompile_db.h"
 
 namespace {
@@ -34,7 +37,10 @@ const char* kUsageText =
     "  mxfp6c compile FILE --kernel NAME --target sm_90|gfx942|gfx950 [--config K=V,...]\n"
     "                 [--emit ast|kir|mlir|llvm|ptx|cubin|hsaco|isa] [-o OUT]\n"
     "  mxfp6c precompile PATH... -o DIR [--targets sm_90,gfx942,gfx950]\n"
-    "  mxfp6c precompile --shapes FILE --db DB [--targets sm_90,gfx942,gfx950] [--jobs N] [--force]\n";
+    "  mxfp6c precompile --shapes FILE --db DB [--targets sm_90,gfx942,gfx950] [--jobs N] [--force]\n"
+    "  mxfp6c pin KEY --db DB (--plan ID | --config K=V,...) --why TEXT [--who NAME] [--expires ISO]\n"
+    "                 [--toolchain FP]\n"
+    "  mxfp6c unpin KEY --db DB [--toolchain FP]\n";
 
 std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
   std::string out;
@@ -295,11 +301,14 @@ int main(int argc, char** argv) {
   if (cmd == "check" || cmd == "list") args = parseArgs(argc, argv, {});
   else if (cmd == "compile") args = parseArgs(argc, argv, {"--kernel", "--target", "--config", "--emit", "-o"});
   else if (cmd == "precompile") args = parseArgs(argc, argv, {"-o", "--targets", "--shapes", "--db", "--jobs", "--force", "--dsl-dir"});
-  else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile)\n" << kUsageText, kUsage;
+  else if (cmd == "pin" || cmd == "unpin")
+    args = parseArgs(argc, argv, {"--db", "--plan", "--config", "--why", "--who", "--expires", "--toolchain"});
+  else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile, pin, unpin)\n" << kUsageText, kUsage;
   if (!args) return kUsage;
   if (cmd == "check") return cmdCheck(*args);
   if (cmd == "list") return cmdList(*args);
   if (cmd == "compile") return cmdCompile(*args);
+  if (cmd == "pin" || cmd == "unpin") return cli::pinCommand(cmd, args->positional, args->flags);
   if (args->flags.count("--shapes") || args->flags.count("--db")) {
     if (!args->flags.count("--shapes") || !args->flags.count("--db") || !args->positional.empty() || args->flags.count("-o"))
       return std::cerr << kUsageText, kUsage;
