@@ -14,6 +14,7 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUevent = struct CUevent_st*;
 using CUdevice_attribute = int;
 using CUfunction_attribute = int;
 using CUjit_option = int;

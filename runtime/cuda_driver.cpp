@@ -116,6 +116,33 @@ class CudaDriver final : public Driver {
     return Status::ok();
   }
 
+  Expected<void*> createEvent() override {
+    if (!sym_.cuEventCreate || !sym_.cuEventDestroy_v2 || !sym_.cuEventRecord || !sym_.cuEventSynchronize ||
+        !sym_.cuEventElapsedTime)
+      return Status::error(libraryPath_ + " lacks the cuEvent* functions: no device-side timing");
+    RETURN_IF_ERROR(makeCurrent());
+    CUevent event = nullptr;
+    CU_RETURN_IF_ERROR(cuEventCreate, &event, 0);
+    return static_cast<void*>(event);
+  }
+  Status destroyEvent(void* event) override {
+    RETURN_IF_ERROR(makeCurrent());
+    CU_RETURN_IF_ERROR(cuEventDestroy_v2, static_cast<CUevent>(event));
+    return Status::ok();
+  }
+  Status recordEvent(void* event, void* stream) override {
+    RETURN_IF_ERROR(makeCurrent());
+    CU_RETURN_IF_ERROR(cuEventRecord, static_cast<CUevent>(event), static_cast<CUstream>(stream));
+    return Status::ok();
+  }
+  Expected<float> elapsedMs(void* start, void* end) override {
+    RETURN_IF_ERROR(makeCurrent());
+    CU_RETURN_IF_ERROR(cuEventSynchronize, static_cast<CUevent>(end));
+    float ms = 0;
+    CU_RETURN_IF_ERROR(cuEventElapsedTime, &ms, static_cast<CUevent>(start), static_cast<CUevent>(end));
+    return ms;
+  }
+
   Status synchronize(void* stream) override {
     RETURN_IF_ERROR(makeCurrent());
     if (stream == nullptr) {

@@ -99,4 +99,31 @@ Status Device::memset(void* deviceDst, uint8_t value, size_t bytes) {
 
 Status Device::synchronize(void* stream) { return driver_->synchronize(stream); }
 
+Expected<Event> Event::create(Device& device) {
+  ASSIGN_OR_RETURN(void* event, device.driver_->createEvent());
+  return Event(device.driver_, event);
+}
+
+Event::Event(Event&& other) noexcept
+    : driver_(std::move(other.driver_)), event_(std::exchange(other.event_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_) (void)driver_->destroyEvent(event_);
+    driver_ = std::move(other.driver_);
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+Event::~Event() {
+  if (event_) (void)driver_->destroyEvent(event_);
+}
+
+Status Event::record(void* stream) { return driver_->recordEvent(event_, stream); }
+
+Expected<float> Event::elapsedMs(const Event& start, const Event& end) {
+  return start.driver_->elapsedMs(start.event_, end.event_);
+}
+
 }  // namespace mxfp6::rt

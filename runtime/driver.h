@@ -42,6 +42,13 @@ class Driver {
   virtual Status memset(void* deviceDst, uint8_t value, size_t bytes) = 0;
   virtual Status synchronize(void* stream) = 0;
 
+  /// Device-side timing: events recorded in a stream and the milliseconds between two of them
+  /// (elapsedMs waits for `end`). An error naming the missing symbol where the driver lacks them.
+  virtual Expected<void*> createEvent() = 0;
+  virtual Status destroyEvent(void* event) = 0;
+  virtual Status recordEvent(void* event, void* stream) = 0;
+  virtual Expected<float> elapsedMs(void* start, void* end) = 0;
+
   /// `image` is a complete code object; PTX text must already end with a NUL byte.
   virtual Expected<void*> loadModule(std::span<const std::byte> image) = 0;
   virtual Status unloadModule(void* module) = 0;

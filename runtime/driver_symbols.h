@@ -52,6 +52,12 @@ MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuMemcpyHtoD_v2, (CUdeviceptr, const void*
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuMemcpyDtoH_v2, (void*, CUdeviceptr, size_t))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuMemsetD8_v2, (CUdeviceptr, unsigned char, size_t))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuStreamSynchronize, (CUstream))
+// Device-side timing (the tuner, the launch benchmarks): without them Event::create says so.
+MXFP6_CUDA_SYMBOL(OPTIONAL, CUresult, cuEventCreate, (CUevent*, unsigned int))
+MXFP6_CUDA_SYMBOL(OPTIONAL, CUresult, cuEventDestroy_v2, (CUevent))
+MXFP6_CUDA_SYMBOL(OPTIONAL, CUresult, cuEventRecord, (CUevent, CUstream))
+MXFP6_CUDA_SYMBOL(OPTIONAL, CUresult, cuEventSynchronize, (CUevent))
+MXFP6_CUDA_SYMBOL(OPTIONAL, CUresult, cuEventElapsedTime, (float*, CUevent, CUevent))
 
 // HIP runtime (libamdhip64.so).
 MXFP6_HIP_SYMBOL(REQUIRED, hipError_t, hipInit, (unsigned int))
@@ -75,6 +81,11 @@ MXFP6_HIP_SYMBOL(REQUIRED, hipError_t, hipMemcpyHtoD, (hipDeviceptr_t, void*, si
 MXFP6_HIP_SYMBOL(REQUIRED, hipError_t, hipMemcpyDtoH, (void*, hipDeviceptr_t, size_t))
 MXFP6_HIP_SYMBOL(REQUIRED, hipError_t, hipMemset, (void*, int, size_t))
 MXFP6_HIP_SYMBOL(REQUIRED, hipError_t, hipStreamSynchronize, (hipStream_t))
+MXFP6_HIP_SYMBOL(OPTIONAL, hipError_t, hipEventCreate, (hipEvent_t*))
+MXFP6_HIP_SYMBOL(OPTIONAL, hipError_t, hipEventDestroy, (hipEvent_t))
+MXFP6_HIP_SYMBOL(OPTIONAL, hipError_t, hipEventRecord, (hipEvent_t, hipStream_t))
+MXFP6_HIP_SYMBOL(OPTIONAL, hipError_t, hipEventSynchronize, (hipEvent_t))
+MXFP6_HIP_SYMBOL(OPTIONAL, hipError_t, hipEventElapsedTime, (float*, hipEvent_t, hipEvent_t))
 
 #ifdef MXFP6_CUDA_SYMBOL_DEFAULTED
 #undef MXFP6_CUDA_SYMBOL

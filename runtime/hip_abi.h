@@ -11,6 +11,7 @@ using hipDeviceptr_t = void*;
 using hipModule_t = struct ihipModule_t*;
 using hipFunction_t = struct ihipModuleSymbol_t*;
 using hipStream_t = struct ihipStream_t*;
+using hipEvent_t = struct ihipEvent_t*;
 
 inline constexpr hipError_t hipSuccess = 0;
 

@@ -109,6 +109,33 @@ class HipDriver final : public Driver {
     return Status::ok();
   }
 
+  Expected<void*> createEvent() override {
+    if (!sym_.hipEventCreate || !sym_.hipEventDestroy || !sym_.hipEventRecord || !sym_.hipEventSynchronize ||
+        !sym_.hipEventElapsedTime)
+      return Status::error(libraryPath_ + " lacks the hipEvent* functions: no device-side timing");
+    RETURN_IF_ERROR(makeCurrent());
+    hipEvent_t event = nullptr;
+    HIP_RETURN_IF_ERROR(hipEventCreate, &event);
+    return static_cast<void*>(event);
+  }
+  Status destroyEvent(void* event) override {
+    RETURN_IF_ERROR(makeCurrent());
+    HIP_RETURN_IF_ERROR(hipEventDestroy, static_cast<hipEvent_t>(event));
+    return Status::ok();
+  }
+  Status recordEvent(void* event, void* stream) override {
+    RETURN_IF_ERROR(makeCurrent());
+    HIP_RETURN_IF_ERROR(hipEventRecord, static_cast<hipEvent_t>(event), static_cast<hipStream_t>(stream));
+    return Status::ok();
+  }
+  Expected<float> elapsedMs(void* start, void* end) override {
+    RETURN_IF_ERROR(makeCurrent());
+    HIP_RETURN_IF_ERROR(hipEventSynchronize, static_cast<hipEvent_t>(end));
+    float ms = 0;
+    HIP_RETURN_IF_ERROR(hipEventElapsedTime, &ms, static_cast<hipEvent_t>(start), static_cast<hipEvent_t>(end));
+    return ms;
+  }
+
   Status synchronize(void* stream) override {
     RETURN_IF_ERROR(makeCurrent());
     if (stream == nullptr) {

@@ -121,8 +121,32 @@ class Device {
   explicit Device(std::shared_ptr<Driver> driver);
   friend Expected<std::unique_ptr<LoadedKernel>> loadKernel(Device&, std::span<const std::byte>,
                                                             KernelMetadata);
+  friend class Event;
 
   std::shared_ptr<Driver> driver_;
+};
+
+/// A point in a stream, for device-side timing: record two, then elapsedMs between them. Move-only;
+/// keeps the driver alive.
+class Event {
+ public:
+  /// Error where the driver has no event functions (named in the message).
+  static Expected<Event> create(Device& device);
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+  /// Enqueues the event on `stream` (nullptr: the default stream).
+  Status record(void* stream = nullptr);
+  /// Milliseconds of device time from `start` to `end`, both recorded; waits for `end`.
+  static Expected<float> elapsedMs(const Event& start, const Event& end);
+
+ private:
+  Event(std::shared_ptr<Driver> driver, void* event) : driver_(std::move(driver)), event_(event) {}
+  std::shared_ptr<Driver> driver_;
+  void* event_ = nullptr;
 };
 
 // ---------------------------------------------------------------------------------------------

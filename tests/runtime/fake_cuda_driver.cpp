@@ -11,6 +11,7 @@
 //
 // Environment: FAKE_CUDA_DEVICES=<n> sets the device count (default 1; 0 makes cuInit fail with
 // CUDA_ERROR_NO_DEVICE like a driver on a machine without a GPU).
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -166,6 +167,28 @@ CUresult cuCtxSetCurrent(void* context) {
 CUresult cuCtxSynchronize() { return requireContext(); }
 
 CUresult cuStreamSynchronize(void*) { return requireContext(); }
+
+// Events: the host clock at record time (the fake runs launches synchronously).
+CUresult cuEventCreate(void** event, unsigned) {
+  if (CUresult r = requireContext(); r != kSuccess) return r;
+  *event = new std::chrono::steady_clock::time_point();
+  return kSuccess;
+}
+CUresult cuEventDestroy_v2(void* event) {
+  delete static_cast<std::chrono::steady_clock::time_point*>(event);
+  return kSuccess;
+}
+CUresult cuEventRecord(void* event, void*) {
+  *static_cast<std::chrono::steady_clock::time_point*>(event) = std::chrono::steady_clock::now();
+  return kSuccess;
+}
+CUresult cuEventSynchronize(void*) { return requireContext(); }
+CUresult cuEventElapsedTime(float* ms, void* start, void* end) {
+  auto* a = static_cast<std::chrono::steady_clock::time_point*>(start);
+  auto* b = static_cast<std::chrono::steady_clock::time_point*>(end);
+  *ms = std::chrono::duration<float, std::milli>(*b - *a).count();
+  return kSuccess;
+}
 
 CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
   if (CUresult r = requireContext(); r != kSuccess) return r;

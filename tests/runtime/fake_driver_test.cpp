@@ -2,6 +2,7 @@
 // stand-in libcuda that runs kernels on the host). Covers what a no-GPU machine otherwise cannot:
 // driver detection by exports, error formatting, the current-context discipline on new threads,
 // argument marshalling of every kind, grid computation, and object lifetimes.
+#include <chrono>
 #include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -118,6 +119,22 @@ TEST_F(FakeCuda, MemoryRoundTripFromAThreadWithNoContext) {
     EXPECT_EQ(out[10], 10);
     EXPECT_TRUE(device_->synchronize().isOk());
   }).join();
+}
+
+TEST_F(FakeCuda, EventsMeasureTheTimeBetweenTheirRecords) {
+  auto start = Event::create(*device_);
+  auto end = Event::create(*device_);
+  ASSERT_TRUE(start.isOk()) << start.status().message();
+  ASSERT_TRUE(end.isOk());
+  ASSERT_TRUE(start->record().isOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(end->record().isOk());
+  auto ms = Event::elapsedMs(*start, *end);
+  ASSERT_TRUE(ms.isOk()) << ms.status().message();
+  EXPECT_GE(*ms, 19.0f);  // the fake's events read the host clock
+  EXPECT_LT(*ms, 2000.0f);
+  Event moved = std::move(*start);  // moved-from events are not destroyed twice
+  EXPECT_TRUE(moved.record().isOk());
 }
 
 TEST_F(FakeCuda, ZeroBytesIsAnEmptyBuffer) {
