@@ -1,0 +1,145 @@
+// mxfp6-tune: tunes the keys of a shape set on this node's GPU and records the winners in the
+// kernel database (autotune/tuner.h). Needs the runtime and the database, never LLVM: the
+// candidates' code objects were precompiled into the database (`mxfp6c precompile --shapes`).
+//
+//   mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain FP] [--shard K/N] [--device N]
+//              [--budget SECONDS] [--rounds N] [--op OP] [--dsl-dir DIR]
+//
+// --shard K/N tunes the keys whose index in the shape set is K modulo N, so N processes (a Slurm
+// array, torchrun, one per GPU with --device) split a set; their databases merge with
+// `mxfp6-db merge`, or they share one file (each key is one transaction). --budget stops starting
+// keys after that many seconds. Exit status: 0 every key tuned, 1 a key failed or was left by the
+// budget, 2 bad usage.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+
+#include "autotune/tuner.h"
+#include "ops/shape_set.h"
+
+#ifndef MXFP6_DSL_DIR
+#define MXFP6_DSL_DIR "kernels_dsl"
+#endif
+
+namespace {
+
+using namespace mxfp6;
+
+const char* kUsage =
+    "usage: mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain FP] [--shard K/N] [--device N]\n"
+    "                  [--budget SECONDS] [--rounds N] [--op OP] [--dsl-dir DIR]\n";
+
+int usage(const std::string& message) {
+  std::cerr << "mxfp6-tune: error: " << message << "\n" << kUsage;
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> flags;
+  const std::set<std::string> known = {"--db", "--shapes", "--target", "--toolchain", "--shard", "--device",
+                                       "--budget", "--rounds", "--op", "--dsl-dir"};
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-h" || a == "--help") return std::cout << kUsage, 0;
+    if (!known.count(a)) return usage("unknown argument '" + a + "'");
+    if (i + 1 >= argc) return usage(a + " needs a value");
+    flags[a] = argv[++i];
+  }
+  if (!flags.count("--db") || !flags.count("--shapes")) return usage("--db and --shapes are required");
+  int shardK = 0, shardN = 1;
+  if (flags.count("--shard") && (std::sscanf(flags["--shard"].c_str(), "%d/%d", &shardK, &shardN) != 2 ||
+                                 shardN < 1 || shardK < 0 || shardK >= shardN))
+    return usage("--shard must be K/N with 0 <= K < N, got '" + flags["--shard"] + "'");
+  double budget = flags.count("--budget") ? std::atof(flags["--budget"].c_str()) : 0;
+
+  auto shapes = ops::loadShapeSet(flags["--shapes"]);
+  if (!shapes) return std::cerr << "mxfp6-tune: error: " << shapes.status().message() << "\n", 1;
+  auto db = autotune::KernelDb::open(flags["--db"]);
+  if (!db) return std::cerr << "mxfp6-tune: error: " << db.status().message() << "\n", 1;
+  rt::DeviceOptions deviceOptions;
+  deviceOptions.deviceOrdinal = flags.count("--device") ? std::atoi(flags["--device"].c_str()) : 0;
+  auto device = rt::Device::open(deviceOptions);
+  if (!device) return std::cerr << "mxfp6-tune: error: " << device.status().message() << "\n", 1;
+  std::string target = flags.count("--target") ? flags["--target"] : (*device)->arch();
+
+  // The toolchain: given, or the one the database holds this target's families under.
+  std::string toolchain = flags.count("--toolchain") ? flags["--toolchain"] : "";
+  if (toolchain.empty()) {
+    auto families = (*db)->families();
+    if (!families) return std::cerr << "mxfp6-tune: error: " << families.status().message() << "\n", 1;
+    std::set<std::string> toolchains;
+    for (const auto& f : *families)
+      if (f.target == target) toolchains.insert(f.toolchain);
+    if (toolchains.size() != 1) {
+      std::string list;
+      for (const auto& t : toolchains) list += "\n  " + t;
+      std::cerr << "mxfp6-tune: error: " << flags["--db"] << " holds " << toolchains.size() << " toolchains for "
+                << target << (toolchains.empty() ? " (precompile the shape set for it first)" : "; pick one with --toolchain:")
+                << list << "\n";
+      return 1;
+    }
+    toolchain = *toolchains.begin();
+  }
+
+  // This shard's keys, each once, in shape-set order.
+  std::vector<ops::Problem> keys;
+  std::set<std::string> seen;
+  size_t index = 0;
+  for (const ops::ShapeEntry& e : *shapes) {
+    if (flags.count("--op") && e.problem.op->name != flags["--op"]) continue;
+    std::string id = e.problem.op->name + "/" + e.problem.variantText() + "/" + e.problem.sizes() + "/" +
+                     std::to_string(e.problem.rows());
+    if (!seen.insert(id).second) continue;
+    if (index++ % size_t(shardN) == size_t(shardK)) keys.push_back(e.problem);
+  }
+
+  autotune::TuneOptions options;
+  options.dslDir = flags.count("--dsl-dir") ? flags["--dsl-dir"] : MXFP6_DSL_DIR;
+  if (flags.count("--rounds")) options.rounds = std::max(3, std::atoi(flags["--rounds"].c_str()));
+  options.tuner = "mxfp6-tune shard " + std::to_string(shardK) + "/" + std::to_string(shardN);
+  autotune::Tuner tuner(**device, **db, options);
+
+  std::printf("tuning %zu keys for %s on %s (%s), toolchain %s\n", keys.size(), target.c_str(),
+              (*device)->name().c_str(), options.tuner.c_str(), toolchain.c_str());
+  std::fflush(stdout);
+  auto start = std::chrono::steady_clock::now();
+  int failed = 0;
+  size_t done = 0;
+  bool tty = isatty(STDERR_FILENO);
+  for (const ops::Problem& problem : keys) {
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (budget > 0 && elapsed > budget) {
+      std::printf("budget of %.0f s spent: %zu of %zu keys left untuned\n", budget, keys.size() - done, keys.size());
+      failed = failed ? failed : 1;
+      break;
+    }
+    if (tty && done > 0)
+      std::fprintf(stderr, "\r[%zu/%zu] %.0f s elapsed, ETA %.0f s   ", done, keys.size(), elapsed,
+                   elapsed / double(done) * double(keys.size() - done));
+    auto outcome = tuner.tune(problem, target, toolchain);
+    ++done;
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (!outcome) {
+      ++failed;
+      std::printf("[%zu/%zu] FAILED %s\n", done, keys.size(), outcome.status().message().c_str());
+    } else {
+      std::printf("[%zu/%zu] %s: %s (%d of %d applicable passed; %s) %.2f s\n", done, keys.size(),
+                  autotune::formatKey(outcome->key).c_str(), outcome->winner.c_str(), outcome->passed,
+                  outcome->applicable, outcome->rule.c_str(), outcome->seconds);
+      for (const std::string& f : outcome->gateFailures) std::printf("    gate: %s\n", f.c_str());
+    }
+    std::fflush(stdout);
+  }
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("tuned %zu keys in %.1f s (%.2f s per key), %d failed\n", done - failed, total,
+              done ? total / double(done) : 0.0, failed);
+  return failed ? 1 : 0;
+}
