@@ -4,7 +4,10 @@ through `mxfp6-db why`, a bad
 shape file rejected with nothing written, and a precompile killed with SIGKILL leaving a database
 that opens and passes `mxfp6-db check`.
 
-usage: precompile_db_test.py MXFP6C MXFP6_DB"""
+And mxfp6-tune where it can run without a GPU: no driver is a clear error, and on the fake CUDA
+driver (which runs no kernel) every candidate fails its correctness gate, so nothing is recorded.
+
+usage: precompile_db_test.py MXFP6C MXFP6_DB MXFP6_TUNE FAKE_CUDA_DRIVER"""
 import json
 import os
 import signal
@@ -13,7 +16,7 @@ import sys
 import tempfile
 import time
 
-MXFP6C, MXFP6_DB = sys.argv[1], sys.argv[2]
+MXFP6C, MXFP6_DB, MXFP6_TUNE, FAKE_DRIVER = sys.argv[1:5]
 failures = []
 
 
@@ -64,6 +67,22 @@ with tempfile.TemporaryDirectory() as tmp:
     check("default" in why.stdout and "pinned" not in why.stdout, f"why after unpin: {why.stdout}")
     r = run(MXFP6C, "unpin", key, "--db", db)
     check(r.returncode == 1 and "no pin" in r.stderr, f"second unpin: {r.stderr}")
+
+    # The tuner: no GPU driver, then the fake driver, whose launches compute nothing.
+    tune_env = dict(os.environ, MXFP6_GPU_DRIVER=os.path.join(tmp, "no-such-driver.so"))
+    r = subprocess.run([MXFP6_TUNE, "--db", db, "--shapes", shapes, "--op", "mxfp6_pack_rows"],
+                       capture_output=True, text=True, env=tune_env)
+    check(r.returncode == 1 and "no-such-driver.so" in r.stderr, f"tune without a driver: {r.stderr}")
+    tune_env["MXFP6_GPU_DRIVER"] = FAKE_DRIVER
+    r = subprocess.run([MXFP6_TUNE, "--db", db, "--shapes", shapes, "--op", "mxfp6_pack_rows", "--rounds", "3"],
+                       capture_output=True, text=True, env=tune_env)
+    check(r.returncode == 1 and "no candidate passed its correctness gate" in r.stdout,
+          f"tune on the fake driver: {r.stdout} {r.stderr}")
+    listed = run(MXFP6_DB, "list", "--db", db, "--json")
+    check(listed.returncode == 0 and json.loads(listed.stdout or "[]") == [],
+          f"a failed tune recorded something: {listed.stdout}")
+    r = subprocess.run([MXFP6_TUNE, "--db", db, "--shapes", shapes, "--shard", "2/2"], capture_output=True, text=True)
+    check(r.returncode == 2 and "--shard" in r.stderr, f"bad shard: {r.stderr}")
 
     # Unknown op, target and impossible shape: an error naming the entry, and no file written.
     for entry, expect in [({"op": "ln_modulate_sideways", "tokens": [1]}, "unknown op"),
