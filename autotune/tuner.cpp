@@ -191,9 +191,10 @@ struct Tuner::Impl {
     ASSIGN_OR_RETURN(CodeObject object, db.object(sha));
     nlohmann::json meta = nlohmann::json::parse(object.metadata, nullptr, false);
     if (meta.is_discarded() || meta.value("metadata_schema", 0) != kMetadataSchema ||
-        meta.value("toolchain", std::string()) != toolchain)
+        meta.value("toolchain", std::string()) != ops::compilerOfToolchain(toolchain))
       return Status::error("code object " + sha + " (" + object.kernel + ") is stale: its metadata is not schema " +
-                           std::to_string(kMetadataSchema) + " of toolchain " + toolchain + "; precompile again");
+                           std::to_string(kMetadataSchema) + " of compiler " + ops::compilerOfToolchain(toolchain) +
+                           "; precompile again");
     ASSIGN_OR_RETURN(rt::KernelMetadata metadata, rt::parseKernelMetadata(object.metadata));
     std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(object.bytes.data()), object.bytes.size());
     ASSIGN_OR_RETURN(auto loaded, rt::loadKernel(device, bytes, std::move(metadata)));

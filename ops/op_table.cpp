@@ -8,6 +8,11 @@
 #include "ops/op_table.h"
 
 #include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "support/sha256.h"
 
 namespace mxfp6::ops {
 namespace {
@@ -176,6 +181,32 @@ std::string kernelFile(const OpSpec& op, std::string_view kernel) {
     for (const RoleSpec& role : family.roles)
       if (role.kernel == kernel) return role.file.empty() ? op.file : role.file;
   return "";
+}
+
+Expected<std::string> keyToolchain(const std::string& compiler, const OpSpec& op, const std::string& dslDir) {
+  std::set<std::string> files;
+  for (const FamilySpec& family : op.families)
+    for (const RoleSpec& role : family.roles) files.insert(role.file.empty() ? op.file : role.file);
+  Sha256 hash;
+  for (const std::string& file : files) {
+    std::ifstream in(dslDir + "/" + file, std::ios::binary);
+    if (!in) return Status::error("cannot read " + dslDir + "/" + file + " (the kernels of " + op.name + ")");
+    std::stringstream text;
+    text << in.rdbuf();
+    hash.update(file + '\0' + text.str() + '\0');
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : hash.finish()) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 15];
+  }
+  return compiler + "; dsl " + hex.substr(0, 16);
+}
+
+std::string compilerOfToolchain(const std::string& keyToolchain) {
+  size_t at = keyToolchain.rfind("; dsl ");
+  return at == std::string::npos ? keyToolchain : keyToolchain.substr(0, at);
 }
 
 std::vector<int64_t> treeChunks(int64_t partials, int64_t fanIn) {

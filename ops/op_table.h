@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "support/status.h"
+
 namespace mxfp6::ops {
 
 /// One launch role of a plan family: a DSL kernel and the configs (tunables, "K=V,...") that are
@@ -80,6 +82,13 @@ struct OpSpec {
 /// The .mxk file (under kernels_dsl/) that holds a kernel one of the op's plans launches; empty
 /// for a kernel the op never launches.
 std::string kernelFile(const OpSpec& op, std::string_view kernel);
+
+/// The toolchain field of an op's keys: the compiler's fingerprint (of the objects' compiler)
+/// followed by "; dsl " and a hash of the .mxk files the op's kernels come from, so editing a
+/// kernel re-keys exactly the ops that launch it (and no other op re-tunes for nothing).
+Expected<std::string> keyToolchain(const std::string& compiler, const OpSpec& op, const std::string& dslDir);
+/// The compiler's part of a key's toolchain (what its code objects' metadata records).
+std::string compilerOfToolchain(const std::string& keyToolchain);
 
 /// Every op, in a fixed order.
 std::span<const OpSpec> opTable();

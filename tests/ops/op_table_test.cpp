@@ -2,6 +2,10 @@
 // configs instantiate at every size and variant, candidate enumeration and plan JSON.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
 
@@ -148,6 +152,40 @@ TEST(Problem, BadShapesNameTheField) {
   q.tokens = int64_t{1} << 40;
   q.tokensPerSample = 1024;
   EXPECT_FALSE(validateProblem(q));
+}
+
+}  // namespace
+}  // namespace mxfp6::ops
+
+namespace mxfp6::ops {
+namespace {
+
+TEST(OpTable, EditingAKernelFileReKeysExactlyTheOpsThatLaunchIt) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("mxfp6_dsl_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(MXFP6_DSL_DIR, dir);
+  std::map<std::string, std::string> before;
+  for (const OpSpec& op : opTable()) {
+    auto t = keyToolchain("mxfp6c X", op, dir.string());
+    ASSERT_TRUE(t) << t.status().message();
+    EXPECT_EQ(compilerOfToolchain(*t), "mxfp6c X");
+    before[op.name] = *t;
+  }
+  { std::ofstream(dir / "ln_modulate.mxk", std::ios::app) << "\n# an edit\n"; }
+  for (const OpSpec& op : opTable()) {
+    auto t = keyToolchain("mxfp6c X", op, dir.string());
+    ASSERT_TRUE(t);
+    EXPECT_EQ(*t != before[op.name], op.file == "ln_modulate.mxk") << op.name;
+  }
+  // The shared dw reduction lives in norm_rope.mxk: the prologue (norm_rope_bwd_pack.mxk) is
+  // re-keyed by an edit there too.
+  { std::ofstream(dir / "norm_rope.mxk", std::ios::app) << "\n# an edit\n"; }
+  EXPECT_NE(*keyToolchain("mxfp6c X", *findOp("norm_rope_qkv_bwd_pack"), dir.string()), before["norm_rope_qkv_bwd_pack"]);
+  EXPECT_EQ(*keyToolchain("mxfp6c X", *findOp("mxfp6_pack_rows"), dir.string()), before["mxfp6_pack_rows"]);
+  fs::remove(dir / "mxfp6_pack.mxk");
+  EXPECT_FALSE(keyToolchain("mxfp6c X", *findOp("mxfp6_pack_rows"), dir.string()));
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // kernel database (autotune/tuner.h). Needs the runtime and the database, never LLVM: the
 // candidates' code objects were precompiled into the database (`mxfp6c precompile --shapes`).
 //
-//   mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain FP] [--shard K/N] [--device N]
+//   mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain COMPILER] [--shard K/N] [--device N]
 //              [--budget SECONDS] [--rounds N] [--op OP] [--dsl-dir DIR]
 //
 // --shard K/N tunes the keys whose index in the shape set is K modulo N, so N processes (a Slurm
@@ -32,7 +32,7 @@ namespace {
 using namespace mxfp6;
 
 const char* kUsage =
-    "usage: mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain FP] [--shard K/N] [--device N]\n"
+    "usage: mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain COMPILER] [--shard K/N] [--device N]\n"
     "                  [--budget SECONDS] [--rounds N] [--op OP] [--dsl-dir DIR]\n";
 
 int usage(const std::string& message) {
@@ -70,23 +70,25 @@ int main(int argc, char** argv) {
   if (!device) return std::cerr << "mxfp6-tune: error: " << device.status().message() << "\n", 1;
   std::string target = flags.count("--target") ? flags["--target"] : (*device)->arch();
 
-  // The toolchain: given, or the one the database holds this target's families under.
-  std::string toolchain = flags.count("--toolchain") ? flags["--toolchain"] : "";
-  if (toolchain.empty()) {
+  // The compiler of the candidates: given, or the one the database holds this target's families
+  // under. Each key's toolchain adds the hash of its op's kernels (ops::keyToolchain), read from
+  // the same .mxk files the interpreter checks against.
+  std::string compiler = flags.count("--toolchain") ? flags["--toolchain"] : "";
+  if (compiler.empty()) {
     auto families = (*db)->families();
     if (!families) return std::cerr << "mxfp6-tune: error: " << families.status().message() << "\n", 1;
-    std::set<std::string> toolchains;
+    std::set<std::string> compilers;
     for (const auto& f : *families)
-      if (f.target == target) toolchains.insert(f.toolchain);
-    if (toolchains.size() != 1) {
+      if (f.target == target) compilers.insert(ops::compilerOfToolchain(f.toolchain));
+    if (compilers.size() != 1) {
       std::string list;
-      for (const auto& t : toolchains) list += "\n  " + t;
-      std::cerr << "mxfp6-tune: error: " << flags["--db"] << " holds " << toolchains.size() << " toolchains for "
-                << target << (toolchains.empty() ? " (precompile the shape set for it first)" : "; pick one with --toolchain:")
+      for (const auto& t : compilers) list += "\n  " + t;
+      std::cerr << "mxfp6-tune: error: " << flags["--db"] << " holds " << compilers.size() << " compilers' objects for "
+                << target << (compilers.empty() ? " (precompile the shape set for it first)" : "; pick one with --toolchain:")
                 << list << "\n";
       return 1;
     }
-    toolchain = *toolchains.begin();
+    compiler = *compilers.begin();
   }
 
   // This shard's keys, each once, in shape-set order.
@@ -103,12 +105,19 @@ int main(int argc, char** argv) {
 
   autotune::TuneOptions options;
   options.dslDir = flags.count("--dsl-dir") ? flags["--dsl-dir"] : MXFP6_DSL_DIR;
+  std::map<std::string, std::string> toolchains;  // per op
+  for (const ops::Problem& p : keys) {
+    if (toolchains.count(p.op->name)) continue;
+    auto t = ops::keyToolchain(compiler, *p.op, options.dslDir);
+    if (!t) return std::cerr << "mxfp6-tune: error: " << t.status().message() << "\n", 1;
+    toolchains[p.op->name] = *t;
+  }
   if (flags.count("--rounds")) options.rounds = std::max(3, std::atoi(flags["--rounds"].c_str()));
   options.tuner = "mxfp6-tune shard " + std::to_string(shardK) + "/" + std::to_string(shardN);
   autotune::Tuner tuner(**device, **db, options);
 
-  std::printf("tuning %zu keys for %s on %s (%s), toolchain %s\n", keys.size(), target.c_str(),
-              (*device)->name().c_str(), options.tuner.c_str(), toolchain.c_str());
+  std::printf("tuning %zu keys for %s on %s (%s), compiler %s\n", keys.size(), target.c_str(),
+              (*device)->name().c_str(), options.tuner.c_str(), compiler.c_str());
   std::fflush(stdout);
   auto start = std::chrono::steady_clock::now();
   int failed = 0;
@@ -124,7 +133,7 @@ int main(int argc, char** argv) {
     if (tty && done > 0)
       std::fprintf(stderr, "\r[%zu/%zu] %.0f s elapsed, ETA %.0f s   ", done, keys.size(), elapsed,
                    elapsed / double(done) * double(keys.size() - done));
-    auto outcome = tuner.tune(problem, target, toolchain);
+    auto outcome = tuner.tune(problem, target, toolchains[problem.op->name]);
     ++done;
     if (tty) std::fprintf(stderr, "\r\033[K");
     if (!outcome) {

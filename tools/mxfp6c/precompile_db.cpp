@@ -152,7 +152,9 @@ int precompileIntoDb(const std::map<std::string, std::string>& flags) {
   int skipped = 0;
   for (const ops::ShapeEntry& e : *shapes)
     for (const std::string& target : targets) {
-      FamilyKey key{e.problem.op->name, e.problem.variantText(), target, e.problem.sizes(), toolchain};
+      auto keyToolchain = ops::keyToolchain(toolchain, *e.problem.op, dslDir);
+      if (!keyToolchain) return std::cerr << "mxfp6c: error: " << keyToolchain.status().message() << "\n", 1;
+      FamilyKey key{e.problem.op->name, e.problem.variantText(), target, e.problem.sizes(), *keyToolchain};
       if (!seen.insert(key).second) continue;
       auto existing = (*db)->candidates(key);
       if (!existing) return std::cerr << "mxfp6c: error: " << existing.status().message() << "\n", 1;
