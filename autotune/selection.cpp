@@ -50,7 +50,8 @@ Choice select(const std::vector<Measured>& candidates, const std::optional<std::
   std::vector<const Row*> set;
   for (const Row& r : rows) {
     bool withinFloor = r.med <= best.med * (1 + options.noiseFloor);
-    bool withinNoise = r.med - options.sigmas * r.err <= best.med + options.sigmas * best.err;
+    bool withinNoise = r.med - options.sigmas * r.err <= best.med + options.sigmas * best.err &&
+                       r.med <= best.med * (1 + options.maxSpread);
     if (withinFloor || withinNoise) set.push_back(&r);
   }
   for (const Row* r : set) choice.equivalent.push_back(r->m->planId);

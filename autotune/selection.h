@@ -29,8 +29,11 @@ struct SelectionOptions {
   /// drift on one GPU (1 %, measured in the benchmark's repeated runs).
   double noiseFloor = 0.01;
   /// Beyond the floor, a candidate is equivalent when its median minus this many of its
-  /// standard errors is at most the best median plus as many of the best's.
+  /// standard errors is at most the best median plus as many of the best's ...
   double sigmas = 3.0;
+  /// ... and its median is within this fraction of the best's: noisy samples never make a
+  /// candidate slower than this equivalent, which bounds the regret of the rule's choice.
+  double maxSpread = 0.02;
 };
 
 /// The median of samples (0 for none).
