@@ -1,20 +1,10 @@
 #include "autotune/selection.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 namespace mxfp6::autotune {
 namespace {
-
-/// Standard error of the median, from the interquartile range (1.349 IQR = sigma for a normal
-/// distribution; the median's error is 1.2533 sigma / sqrt(n)).
-double medianError(std::vector<double> s) {
-  if (s.size() < 4) return 0;
-  std::sort(s.begin(), s.end());
-  double q1 = s[s.size() / 4], q3 = s[(3 * s.size()) / 4];
-  return 1.2533 * (q3 - q1) / 1.349 / std::sqrt(double(s.size()));
-}
 
 std::string percent(double x) {
   char buf[32];
@@ -35,11 +25,11 @@ Choice select(const std::vector<Measured>& candidates, const std::optional<std::
               const SelectionOptions& options) {
   struct Row {
     const Measured* m;
-    double med, err;
+    double med;
   };
   std::vector<Row> rows;
   for (const Measured& m : candidates)
-    if (m.passedGate && !m.samplesUs.empty()) rows.push_back({&m, median(m.samplesUs), medianError(m.samplesUs)});
+    if (m.passedGate && !m.samplesUs.empty()) rows.push_back({&m, median(m.samplesUs)});
   Choice choice;
   if (rows.empty()) {
     choice.rule = "no candidate passed its correctness gate";
@@ -48,19 +38,16 @@ Choice select(const std::vector<Measured>& candidates, const std::optional<std::
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.med < b.med; });
   const Row& best = rows.front();
   std::vector<const Row*> set;
-  for (const Row& r : rows) {
-    bool withinFloor = r.med <= best.med * (1 + options.noiseFloor);
-    bool withinNoise = r.med - options.sigmas * r.err <= best.med + options.sigmas * best.err &&
-                       r.med <= best.med * (1 + options.maxSpread);
-    if (withinFloor || withinNoise) set.push_back(&r);
-  }
+  for (const Row& r : rows)
+    if (r.med <= best.med * (1 + options.band)) set.push_back(&r);
   for (const Row* r : set) choice.equivalent.push_back(r->m->planId);
   double spread = set.back()->med / best.med - 1;
   std::string within = std::to_string(set.size()) + " candidate" + (set.size() == 1 ? "" : "s") +
-                       " within noise of the best (medians within " + percent(spread) + ")";
+                       " within " + percent(options.band) + " of the best (medians within " +
+                       percent(spread) + ")";
   if (set.size() == 1) {
     choice.winner = best.m->planId;
-    choice.rule = "fastest, alone outside the noise of the others";
+    choice.rule = "fastest, alone within " + percent(options.band) + " of its median";
     return choice;
   }
   if (incumbent) {

@@ -1,7 +1,7 @@
-// Selection that is stable (docs/architecture.md, "Tuning"): candidates whose timing is within
-// noise of the best form an equivalence set, and the winner is picked from it by a fixed rule —
+// Selection that is stable (docs/architecture.md, "Tuning"): candidates whose median is within a
+// fixed band of the best form an equivalence set, and the winner is picked from it by a fixed rule —
 // the incumbent first, then the least resource use, then declaration order — so re-tuning a key
-// whose best candidates differ by less than the noise gives the same winner every time.
+// whose best candidates differ by less than the band gives the same winner every time.
 #pragma once
 
 #include <optional>
@@ -25,15 +25,12 @@ struct Choice {
 };
 
 struct SelectionOptions {
-  /// Candidates within this fraction of the best median are always equivalent: run-to-run
-  /// drift on one GPU (1 %, measured in the benchmark's repeated runs).
-  double noiseFloor = 0.01;
-  /// Beyond the floor, a candidate is equivalent when its median minus this many of its
-  /// standard errors is at most the best median plus as many of the best's ...
-  double sigmas = 3.0;
-  /// ... and its median is within this fraction of the best's: noisy samples never make a
-  /// candidate slower than this equivalent, which bounds the regret of the rule's choice.
-  double maxSpread = 0.02;
+  /// Candidates whose median is within this fraction of the best median are equivalent. It is
+  /// also the rule's regret bound: the winner is never measured slower than this. A fixed band
+  /// rather than one drawn from each run's sample spread, so that membership moves only where
+  /// a candidate's true gap sits at the band's edge; the tuner re-times the contenders until
+  /// their medians are precise enough that this is rare (autotune/tuner.h).
+  double band = 0.02;
 };
 
 /// The median of samples (0 for none).

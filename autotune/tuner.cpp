@@ -385,19 +385,31 @@ Expected<KeyOutcome> Tuner::tune(const ops::Problem& problem, const std::string&
   for (int w = 0; w < m.options.warmup; ++w)
     for (auto& p : passing) RETURN_IF_ERROR(p->run());
   std::vector<std::vector<double>> samples(n);
-  for (int r = 0; r < m.options.rounds; ++r) {
-    for (size_t j = 0; j < n; ++j) {
-      size_t c = (j + size_t(r)) % n;
-      RETURN_IF_ERROR(m.device.memset(flush.data(), uint8_t(r), flush.size()));
-      RETURN_IF_ERROR(starts[c].record());
-      RETURN_IF_ERROR(passing[c]->run());
-      RETURN_IF_ERROR(ends[c].record());
+  auto timeRounds = [&](const std::vector<size_t>& who, int rounds) -> Status {
+    for (int r = 0; r < rounds; ++r) {
+      for (size_t j = 0; j < who.size(); ++j) {
+        size_t c = who[(j + size_t(r)) % who.size()];
+        RETURN_IF_ERROR(m.device.memset(flush.data(), uint8_t(r), flush.size()));
+        RETURN_IF_ERROR(starts[c].record());
+        RETURN_IF_ERROR(passing[c]->run());
+        RETURN_IF_ERROR(ends[c].record());
+      }
+      for (size_t c : who) {
+        ASSIGN_OR_RETURN(float ms, rt::Event::elapsedMs(starts[c], ends[c]));
+        samples[c].push_back(double(ms) * 1000.0);
+      }
     }
-    for (size_t c = 0; c < n; ++c) {
-      ASSIGN_OR_RETURN(float ms, rt::Event::elapsedMs(starts[c], ends[c]));
-      samples[c].push_back(double(ms) * 1000.0);
-    }
-  }
+    return Status::ok();
+  };
+  std::vector<size_t> everyone(n);
+  for (size_t c = 0; c < n; ++c) everyone[c] = c;
+  RETURN_IF_ERROR(timeRounds(everyone, m.options.rounds));
+  double best = 0;
+  for (size_t c = 0; c < n; ++c) best = c ? std::min(best, median(samples[c])) : median(samples[c]);
+  std::vector<size_t> contenders;
+  for (size_t c = 0; c < n; ++c)
+    if (median(samples[c]) <= best * (1 + 2 * m.options.selection.band)) contenders.push_back(c);
+  if (contenders.size() > 1) RETURN_IF_ERROR(timeRounds(contenders, m.options.confirmRounds));
 
   std::vector<Measured> measured;
   for (size_t c = 0; c < n; ++c) {

@@ -10,6 +10,7 @@
 //      bounds of the first candidate that passed (bit for bit for the packers).
 // Timing: each round runs every passing candidate once, in a rotating order, each run preceded
 // by an L2 flush (a memset larger than the L2) and bracketed by device events; samples are kept.
+// A second phase re-times only the contenders, for precise medians where the choice is made.
 // No LLVM: the candidates' code objects come from the database.
 #pragma once
 
@@ -27,6 +28,11 @@ namespace mxfp6::autotune {
 struct TuneOptions {
   int warmup = 2;                          // untimed runs of each candidate
   int rounds = 25;                         // timed samples per candidate
+  /// Then the contenders (medians within twice the selection band of the best) are timed for
+  /// this many more rounds, among themselves: selection then compares precise medians, so a
+  /// candidate's membership of the band moves between tunes only where its true gap is at the
+  /// band's edge. The samples of both phases are kept.
+  int confirmRounds = 60;
   size_t flushBytes = size_t{256} << 20;   // above every supported GPU's L2
   std::string dslDir = "kernels_dsl";      // the interpreter's kernels (the gate's oracle)
   std::string tuner = "mxfp6-tune";        // recorded with the selection

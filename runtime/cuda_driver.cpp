@@ -69,6 +69,7 @@ class CudaDriver final : public Driver {
     CU_RETURN_IF_ERROR(cuInit, 0);
     RETURN_IF_ERROR(cudaStatus(sym_, sym_.cuDeviceGet(&device_, ordinal),
                                ("cuDeviceGet(" + std::to_string(ordinal) + ")").c_str()));
+    if (sym_.cuDeviceGetCount != nullptr) CU_RETURN_IF_ERROR(cuDeviceGetCount, &deviceCount_);
     CU_RETURN_IF_ERROR(cuDevicePrimaryCtxRetain, &context_, device_);
     char name[256] = {};
     CU_RETURN_IF_ERROR(cuDeviceGetName, name, static_cast<int>(sizeof(name) - 1), device_);

@@ -66,6 +66,7 @@ const std::string& Device::arch() const { return driver_->arch(); }
 bool Device::overlapsLaunches() const { return driver_->overlapsLaunches(); }
 const std::string& Device::driverPath() const { return driver_->libraryPath(); }
 int Device::ordinal() const { return driver_->ordinal(); }
+int Device::deviceCount() const { return driver_->deviceCount(); }
 
 Expected<DeviceBuffer> Device::allocate(size_t bytes) {
   // The drivers reject 0-byte allocations; an empty tensor should still get a buffer.

@@ -34,6 +34,8 @@ class Driver {
   const std::string& deviceName() const { return deviceName_; }
   const std::string& arch() const { return arch_; }
   int ordinal() const { return ordinal_; }
+  /// How many devices the driver sees (this one included).
+  int deviceCount() const { return deviceCount_; }
 
   virtual Expected<void*> allocate(size_t bytes) = 0;
   virtual Status free(void* deviceMemory) = 0;
@@ -71,6 +73,7 @@ class Driver {
   std::string deviceName_;
   std::string arch_;
   int ordinal_ = 0;
+  int deviceCount_ = 1;
 };
 
 /// How far opening one driver library got before it failed. A search that got some library to

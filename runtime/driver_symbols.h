@@ -25,6 +25,8 @@ MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuInit, (unsigned int))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuGetErrorName, (CUresult, const char**))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuGetErrorString, (CUresult, const char**))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuDeviceGet, (CUdevice*, int))
+// How many devices are visible (the tuner spreads keys over them); one is assumed without it.
+MXFP6_CUDA_SYMBOL(OPTIONAL, CUresult, cuDeviceGetCount, (int*))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuDeviceGetName, (char*, int, CUdevice))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuDeviceGetAttribute, (int*, CUdevice_attribute, CUdevice))
 MXFP6_CUDA_SYMBOL(REQUIRED, CUresult, cuDevicePrimaryCtxRetain, (CUcontext*, CUdevice))

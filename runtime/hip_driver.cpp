@@ -64,6 +64,7 @@ class HipDriver final : public Driver {
     if (ordinal < 0 || ordinal >= count)
       return Status::error("device ordinal " + std::to_string(ordinal) + " requested, " +
                            std::to_string(count) + " HIP device(s) present");
+    deviceCount_ = count;
     HIP_RETURN_IF_ERROR(hipSetDevice, ordinal);
     hipDevice_t device = 0;
     HIP_RETURN_IF_ERROR(hipDeviceGet, &device, ordinal);

@@ -100,6 +100,8 @@ class Device {
   /// The driver library that was loaded.
   const std::string& driverPath() const;
   int ordinal() const;
+  /// How many devices this device's driver sees, this one included (ordinals 0 .. count-1).
+  int deviceCount() const;
   /// Whether kernels whose metadata says they wait for the previous grid are launched overlapping
   /// it (programmatic dependent launch: a CUDA 12 driver and sm_90 or later). Where not, they
   /// launch in stream order, as every other kernel does, and lose the overlap's time.

@@ -81,6 +81,13 @@ with tempfile.TemporaryDirectory() as tmp:
     listed = run(MXFP6_DB, "list", "--db", db, "--json")
     check(listed.returncode == 0 and json.loads(listed.stdout or "[]") == [],
           f"a failed tune recorded something: {listed.stdout}")
+    # Two visible GPUs and no --device: one tuner per GPU, each on its own slice of the shard.
+    two_gpus = dict(tune_env, FAKE_CUDA_DEVICES="2")
+    r = subprocess.run([MXFP6_TUNE, "--db", db, "--shapes", shapes, "--rounds", "3", "--shard", "1/2"],
+                       capture_output=True, text=True, env=two_gpus)
+    check(r.returncode == 1 and "spreading over 2 GPUs" in r.stdout and "tuning 1 keys" in r.stdout
+          and "shard 1/4" in r.stdout and "tuning 0 keys" in r.stdout and "shard 3/4" in r.stdout
+          and "2 GPUs done" in r.stdout, f"tune on two GPUs: {r.stdout} {r.stderr}")
     r = subprocess.run([MXFP6_TUNE, "--db", db, "--shapes", shapes, "--shard", "2/2"], capture_output=True, text=True)
     check(r.returncode == 2 and "--shard" in r.stderr, f"bad shard: {r.stderr}")
 

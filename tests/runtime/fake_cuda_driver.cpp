@@ -137,6 +137,12 @@ CUresult cuDeviceGet(int* device, int ordinal) {
   return kSuccess;
 }
 
+CUresult cuDeviceGetCount(int* count) {
+  if (!initialized) return kNotInitialized;
+  *count = deviceCount();
+  return kSuccess;
+}
+
 CUresult cuDeviceGetName(char* name, int len, int) {
   std::strncpy(name, "Fake GPU", static_cast<size_t>(len));
   return kSuccess;

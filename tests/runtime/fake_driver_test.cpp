@@ -82,6 +82,17 @@ TEST(FakeCudaOpen, DriverWithoutDeviceSaysNoGpuDevice) {
                 " (cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected))");
 }
 
+TEST(FakeCudaOpen, CountsTheVisibleDevices) {
+  ScopedEnv twoDevices("FAKE_CUDA_DEVICES", "2");
+  DeviceOptions options;
+  options.driverPath = kFakeDriver;
+  options.deviceOrdinal = 1;
+  auto device = Device::open(options);
+  ASSERT_TRUE(device.isOk()) << device.status().message();
+  EXPECT_EQ((*device)->ordinal(), 1);
+  EXPECT_EQ((*device)->deviceCount(), 2);
+}
+
 TEST(FakeCudaOpen, MissingOrdinalIsNamed) {
   DeviceOptions options;
   options.driverPath = kFakeDriver;

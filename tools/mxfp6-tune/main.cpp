@@ -3,22 +3,27 @@
 // candidates' code objects were precompiled into the database (`mxfp6c precompile --shapes`).
 //
 //   mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain COMPILER] [--shard K/N] [--device N]
-//              [--budget SECONDS] [--rounds N] [--op OP] [--dsl-dir DIR]
+//              [--budget SECONDS] [--rounds N] [--confirm-rounds N] [--op OP] [--dsl-dir DIR]
 //
 // --shard K/N tunes the keys whose index in the shape set is K modulo N, so N processes (a Slurm
-// array, torchrun, one per GPU with --device) split a set; their databases merge with
-// `mxfp6-db merge`, or they share one file (each key is one transaction). --budget stops starting
-// keys after that many seconds. Exit status: 0 every key tuned, 1 a key failed or was left by the
+// array, torchrun, one per node) split a set; their databases merge with `mxfp6-db merge`, or they
+// share one file (each key is one transaction). Without --device, every visible GPU takes part:
+// with G of them, this process starts G copies of itself, copy i on GPU i with shard
+// (K + N i)/(N G), all writing the same file, and waits for them. --budget stops starting keys
+// after that many seconds. Exit status: 0 every key tuned, 1 a key failed or was left by the
 // budget, 2 bad usage.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "autotune/tuner.h"
 #include "ops/shape_set.h"
@@ -33,11 +38,56 @@ using namespace mxfp6;
 
 const char* kUsage =
     "usage: mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain COMPILER] [--shard K/N] [--device N]\n"
-    "                  [--budget SECONDS] [--rounds N] [--op OP] [--dsl-dir DIR]\n";
+    "                  [--budget SECONDS] [--rounds N] [--confirm-rounds N] [--op OP] [--dsl-dir DIR]\n";
 
 int usage(const std::string& message) {
   std::cerr << "mxfp6-tune: error: " << message << "\n" << kUsage;
   return 2;
+}
+
+/// One copy of this program per visible GPU, each on its own GPU and its own slice of shard K/N,
+/// sharing the database file; returns the worst exit status. Children are separate processes,
+/// not threads: each owns its driver context, and one that crashes takes no other GPU's keys
+/// with it.
+int tuneOnEveryGpu(int argc, char** argv, int gpus, int shardK, int shardN) {
+  std::printf("spreading over %d GPUs: one mxfp6-tune per GPU, sharing the database\n", gpus);
+  std::fflush(stdout);
+  auto start = std::chrono::steady_clock::now();
+  std::vector<pid_t> children;
+  for (int i = 0; i < gpus; ++i) {
+    std::vector<std::string> args;
+    for (int a = 0; a < argc; ++a) {
+      if (std::strcmp(argv[a], "--shard") == 0) {
+        ++a;
+        continue;
+      }
+      args.push_back(argv[a]);
+    }
+    args.insert(args.end(), {"--device", std::to_string(i), "--shard",
+                             std::to_string(shardK + shardN * i) + "/" + std::to_string(shardN * gpus)});
+    pid_t pid = fork();
+    if (pid < 0) return std::perror("mxfp6-tune: fork"), 1;
+    if (pid == 0) {
+      std::vector<char*> cargs;
+      for (std::string& a : args) cargs.push_back(a.data());
+      cargs.push_back(nullptr);
+      execv("/proc/self/exe", cargs.data());
+      std::perror("mxfp6-tune: exec");
+      _exit(1);
+    }
+    children.push_back(pid);
+  }
+  int worst = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    if (!WIFEXITED(status)) std::printf("the tuner of one GPU (pid %d) was killed by signal %d\n", pid, WTERMSIG(status));
+    worst = std::max(worst, code);
+  }
+  double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%d GPUs done in %.1f s%s\n", gpus, total, worst ? ", with failures (above)" : "");
+  return worst;
 }
 
 }  // namespace
@@ -45,7 +95,7 @@ int usage(const std::string& message) {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   const std::set<std::string> known = {"--db", "--shapes", "--target", "--toolchain", "--shard", "--device",
-                                       "--budget", "--rounds", "--op", "--dsl-dir"};
+                                       "--budget", "--rounds", "--confirm-rounds", "--op", "--dsl-dir"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") return std::cout << kUsage, 0;
@@ -68,6 +118,12 @@ int main(int argc, char** argv) {
   deviceOptions.deviceOrdinal = flags.count("--device") ? std::atoi(flags["--device"].c_str()) : 0;
   auto device = rt::Device::open(deviceOptions);
   if (!device) return std::cerr << "mxfp6-tune: error: " << device.status().message() << "\n", 1;
+  if (!flags.count("--device") && (*device)->deviceCount() > 1) {
+    int gpus = (*device)->deviceCount();
+    device->reset();  // the children open their own; nothing of the driver crosses the fork
+    db->reset();
+    return tuneOnEveryGpu(argc, argv, gpus, shardK, shardN);
+  }
   std::string target = flags.count("--target") ? flags["--target"] : (*device)->arch();
 
   // The compiler of the candidates: given, or the one the database holds this target's families
@@ -113,6 +169,8 @@ int main(int argc, char** argv) {
     toolchains[p.op->name] = *t;
   }
   if (flags.count("--rounds")) options.rounds = std::max(3, std::atoi(flags["--rounds"].c_str()));
+  if (flags.count("--confirm-rounds"))
+    options.confirmRounds = std::max(0, std::atoi(flags["--confirm-rounds"].c_str()));
   options.tuner = "mxfp6-tune shard " + std::to_string(shardK) + "/" + std::to_string(shardN);
   autotune::Tuner tuner(**device, **db, options);
 
