@@ -3,6 +3,7 @@
 // library), and the combining step and identity of reductions.
 
 #include "compiler/codegen/kernel_emitter.h"
+#include "compiler/codegen/special_functions.h"
 
 #include <cmath>
 #include <limits>
@@ -162,6 +163,8 @@ Value KernelEmitter::applyScalar(OpCode code, Dtype t, ArrayRef<Value> x, Dtype 
     case OpCode::Sqrt: return sqrtValue(x[0]);
     case OpCode::Rsqrt: return rsqrtValue(x[0]);
     case OpCode::Exp: return expValue(x[0]);
+    case OpCode::Tanh: case OpCode::Sigmoid: case OpCode::Erf: case OpCode::GeluTanh: case OpCode::Silu:
+      return emitSpecialFunction(b_, code, x[0]);
     case OpCode::Not: {
       Value one = arith::ConstantOp::create(b_, b_.getOneAttr(x[0].getType()));
       return arith::XOrIOp::create(b_, x[0], one);

@@ -45,6 +45,7 @@
 
 #include "compiler/frontend/builtins.h"
 #include "compiler/frontend/config.h"
+#include "compiler/frontend/knobs.h"
 #include "compiler/frontend/module_impl.h"
 #include "compiler/frontend/symbols.h"
 
@@ -140,11 +141,13 @@ class Lowerer {
     kernel_.config = bindings_;
     for (const ast::TunableDecl& t : decl_.tunables) {
       kernel_.tunables.push_back(t.name);
-      int64_t v = bindings_.at(t.name);
-      if (t.name == "ROWS") kernel_.rowsPerProgram = v;
-      if (t.name == "THREADS") kernel_.threadsPerRow = v;
-      if (t.name == "VEC") kernel_.vectorWidth = v;
+      kernel_.configLocs[t.name] = t.loc;
     }
+    for (const ast::SpecDecl& s : decl_.specs) kernel_.configLocs[s.name] = s.loc;
+    for (const ast::VariantDecl& v : decl_.variants) kernel_.configLocs[v.name] = v.loc;
+    kernel_.rowsPerProgram = knobValue(kernel_, Knob::Rows);
+    kernel_.threadsPerRow = knobValue(kernel_, Knob::Threads);
+    kernel_.vectorWidth = knobValue(kernel_, Knob::Vec);
     const ast::RowBlock& row = decl_.row;
     for (size_t i = 0; i < row.vars.size() && i < row.extents.size(); ++i) {
       const ast::SizeRef& extent = row.extents[i];
@@ -478,6 +481,16 @@ class Lowerer {
         return lowerFloatMath(e, OpCode::Rsqrt);
       case Builtin::Exp:
         return lowerFloatMath(e, OpCode::Exp);
+      case Builtin::Tanh:
+        return lowerFloatMath(e, OpCode::Tanh);
+      case Builtin::Sigmoid:
+        return lowerFloatMath(e, OpCode::Sigmoid);
+      case Builtin::Erf:
+        return lowerFloatMath(e, OpCode::Erf);
+      case Builtin::GeluTanh:
+        return lowerFloatMath(e, OpCode::GeluTanh);
+      case Builtin::Silu:
+        return lowerFloatMath(e, OpCode::Silu);
       case Builtin::Abs:
         return lowerFloatMath(e, OpCode::Abs);
       case Builtin::Min:

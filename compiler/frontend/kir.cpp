@@ -77,6 +77,16 @@ const char* opName(OpCode c) {
       return "Rsqrt";
     case OpCode::Exp:
       return "Exp";
+    case OpCode::Tanh:
+      return "Tanh";
+    case OpCode::Sigmoid:
+      return "Sigmoid";
+    case OpCode::Erf:
+      return "Erf";
+    case OpCode::GeluTanh:
+      return "GeluTanh";
+    case OpCode::Silu:
+      return "Silu";
     case OpCode::Not:
       return "Not";
     case OpCode::Add:

@@ -100,6 +100,8 @@ enum class OpCode {
   // Elementwise, scalar or vector (scalar operands broadcast over vector operands).
   Cast,        // operands[0] converted to type.elem (float narrowing: round to nearest even)
   Neg, Abs, Sqrt, Rsqrt, Exp, Not,
+  // Math functions of one float operand (compiler/math/special_functions.h on the GPU).
+  Tanh, Sigmoid, Erf, GeluTanh, Silu,
   Add, Sub, Mul, Div, Rem, Min, Max,
   CmpEq, CmpNe, CmpLt, CmpLe, CmpGt, CmpGe,  // result elem Bool
   And, Or,                                    // Bool operands
@@ -185,6 +187,8 @@ struct Kernel {
   std::vector<int64_t> rowConstExtents;      // parallel to rowDims; used where rowDims[i] == -1
   std::map<std::string, int64_t> config;     // every specialized size and tunable, bound
   std::vector<std::string> tunables;         // the keys of config that are tunables, declaration order
+  std::map<std::string, SourceLoc> configLocs;  // where each key of config is declared (its
+                                                // `tune`, `specialize` or `variant` entry)
   int64_t rowsPerProgram = 1;                // ROWS
   int64_t threadsPerRow = 1;                 // THREADS
   int64_t vectorWidth = 1;                   // VEC

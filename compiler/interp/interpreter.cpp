@@ -47,6 +47,21 @@ struct IView {
   int64_t step;
 };
 
+/// 1/(1+e^-x), as e^x/(1+e^x) for x < 0 so that neither form overflows or cancels.
+double sigmoid64(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  const double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+/// 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), as x * sigmoid(2u): equal, and
+/// without the cancellation of 1 + tanh(u) for negative u.
+double geluTanh64(double x) {
+  if (std::isinf(x)) return x > 0 ? x : -0.0;
+  const double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+  return x * sigmoid64(2.0 * u);
+}
+
 template <class F>
 void mapF1(double* r, int64_t n, FView a, F f) {
   if (a.step) {
@@ -495,6 +510,11 @@ Status Machine::validateOp(size_t i) {
     case OpCode::Sqrt:
     case OpCode::Rsqrt:
     case OpCode::Exp:
+    case OpCode::Tanh:
+    case OpCode::Sigmoid:
+    case OpCode::Erf:
+    case OpCode::GeluTanh:
+    case OpCode::Silu:
       RETURN_IF_ERROR(checkArity(1));
       RETURN_IF_ERROR(requireCls(Cls::Float, "a float"));
       return checkLengths();
@@ -940,6 +960,11 @@ Status Machine::exec(size_t i) {
     case OpCode::Sqrt:
     case OpCode::Rsqrt:
     case OpCode::Exp:
+    case OpCode::Tanh:
+    case OpCode::Sigmoid:
+    case OpCode::Erf:
+    case OpCode::GeluTanh:
+    case OpCode::Silu:
     case OpCode::Not:
       return execUnary(i);
     case OpCode::Add:
@@ -1304,6 +1329,11 @@ Status Machine::execUnary(size_t i) {
       case OpCode::Sqrt: mapF1(r, n, a, [](double x) { return std::sqrt(x); }); break;
       case OpCode::Rsqrt: mapF1(r, n, a, [](double x) { return 1.0 / std::sqrt(x); }); break;
       case OpCode::Exp: mapF1(r, n, a, [](double x) { return std::exp(x); }); break;
+      case OpCode::Tanh: mapF1(r, n, a, [](double x) { return std::tanh(x); }); break;
+      case OpCode::Sigmoid: mapF1(r, n, a, sigmoid64); break;
+      case OpCode::Erf: mapF1(r, n, a, [](double x) { return std::erf(x); }); break;
+      case OpCode::GeluTanh: mapF1(r, n, a, geluTanh64); break;
+      case OpCode::Silu: mapF1(r, n, a, [](double x) { return std::isinf(x) ? (x > 0 ? x : -0.0) : x * sigmoid64(x); }); break;
       default: return opError(i, "unexpected float unary op");
     }
     return Status::ok();

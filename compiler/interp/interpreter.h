@@ -37,6 +37,12 @@
 //     of kir.h, e.g. GroupReduce needs L % G == 0 and gives L/G); a violation is an
 //     "invalid KIR" error naming the op.
 //   - Div of floats is IEEE (x/0 = +-inf), Rem of floats is fmod, Rsqrt is 1/sqrt in fp64.
+//   - Tanh and Erf are std::tanh and std::erf; Sigmoid is 1/(1+e^-x) (e^x/(1+e^x) for x < 0,
+//     which neither overflows nor cancels); Silu is x * sigmoid(x); GeluTanh is
+//     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x * sigmoid(2 sqrt(2/pi)
+//     (x + 0.044715 x^3)), the same value without the cancellation for negative x. All in fp64;
+//     silu(-inf) and gelu_tanh(-inf) are -0 (the limit). The GPU's fp32 algorithms and their
+//     bounds in ulps are compiler/math/special_functions.h.
 //   - Every load/store checks each index against its dimension and the linear offset
 //     (sum of index * stride) against [0, extentElements): an out-of-range access is an error
 //     naming the tensor, the indices, the row and the op's source location.
