@@ -18,7 +18,7 @@
 
 namespace mxfp6::codegen::detail {
 
-bool KernelEmitter::anchorsLoads() const { return tunable("ANCHOR") == 1; }
+bool KernelEmitter::anchorsLoads() const { return knob(Knob::Anchor) == 1; }
 
 void KernelEmitter::noteEmittedLoad(int id) {
   // A load staged in shared memory (INVARIANTS) is read after a barrier, not held from here.

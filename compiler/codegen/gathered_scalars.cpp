@@ -30,7 +30,7 @@
 namespace mxfp6::codegen::detail {
 
 bool KernelEmitter::gathersScalarStore(const kir::Op& op) const {
-  return tunable("SCALARS") == 1 && op.code == OpCode::Store && !k_.ops[op.value].type.isVector();
+  return knob(Knob::Scalars) == 1 && op.code == OpCode::Store && !k_.ops[op.value].type.isVector();
 }
 
 LogicalResult KernelEmitter::planGatheredScalars(Location loc) {

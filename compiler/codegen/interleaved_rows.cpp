@@ -1,10 +1,12 @@
 #include "compiler/codegen/interleaved_rows.h"
 
+#include "compiler/frontend/knobs.h"
+
 namespace mxfp6::codegen {
 
 using kir::OpCode;
 
-int64_t interleavedRowCount(const kir::Kernel& kernel) { return kernel.configValue("INTERLEAVE", 1); }
+int64_t interleavedRowCount(const kir::Kernel& kernel) { return frontend::knobValue(kernel, frontend::Knob::Interleave); }
 
 InterleaveRefusal interleaveRefusal(const kir::Kernel& kernel) {
   for (size_t i = 0; i < kernel.ops.size(); ++i) {

@@ -20,6 +20,7 @@
 
 #include "compiler/codegen/mlir_gen.h"
 #include "compiler/codegen/transpose_layout.h"
+#include "compiler/frontend/knobs.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -32,6 +33,7 @@ namespace mxfp6::codegen::detail {
 using namespace mlir;
 using kir::Dtype;
 using kir::OpCode;
+using frontend::Knob;
 
 constexpr unsigned kGlobalAddressSpace = 1;
 constexpr unsigned kSharedAddressSpace = 3;
@@ -111,8 +113,11 @@ class KernelEmitter {
   }
   Value broadcast(Value scalar, Type vectorType) { return vector::BroadcastOp::create(b_, vectorType, scalar); }
 
-  /// The value of tunable `name` in this configuration; `absent` where the kernel does not declare it.
-  int64_t tunable(const char* name, int64_t absent = 0) const { return k_.configValue(name, absent); }
+  /// A schedule knob's value in this configuration (the knob table's default where the kernel
+  /// does not declare it).
+  int64_t knob(Knob k) const { return frontend::knobValue(k_, k); }
+  /// Where an error caused by a knob's value points: its `tune` entry.
+  Location knobLocation(Knob k) { return loc(frontend::knobLoc(k_, k)); }
   /// OVERLAP = 1 on NVIDIA: the kernel waits for the previous grid at its entry (programmatic
   /// dependent launch); no effect on AMD.
   bool overlapsPreviousGrid() const;

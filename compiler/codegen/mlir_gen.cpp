@@ -73,28 +73,33 @@ LogicalResult KernelEmitter::checkSchedule() {
   threads_ = k_.threadsPerRow;
   vec_ = k_.vectorWidth;
   warp_ = target_.subgroupSize;
-  auto fail = [&](const std::string& msg) {
-    emitError(loc(k_.loc)) << "kernel '" << k_.name << "': " << msg;
+  // A refusal points at the `tune` entry of the knob whose value causes it.
+  auto fail = [&](const std::string& msg, Knob cause) {
+    emitError(knobLocation(cause)) << "kernel '" << k_.name << "': " << msg;
     return failure();
   };
-  if (rows_ < 1 || threads_ < 1 || vec_ < 1) return fail("ROWS, THREADS and VEC must be positive");
+  if (rows_ < 1 || threads_ < 1 || vec_ < 1) return fail("ROWS, THREADS and VEC must be positive", Knob::Rows);
   if (rows_ * threads_ > 1024)
-    return fail("ROWS * THREADS = " + std::to_string(rows_ * threads_) + " exceeds 1024 threads per program");
+    return fail("ROWS * THREADS = " + std::to_string(rows_ * threads_) + " exceeds 1024 threads per program", Knob::Threads);
   if (threads_ >= warp_) {
     if (threads_ % warp_ != 0)
       return fail("THREADS = " + std::to_string(threads_) + " must be a multiple of the " + target_.name +
-                  " subgroup size " + std::to_string(warp_));
+                  " subgroup size " + std::to_string(warp_), Knob::Threads);
   } else if ((threads_ & (threads_ - 1)) != 0 || warp_ % threads_ != 0) {
-    return fail("THREADS = " + std::to_string(threads_) + " below the subgroup size must be a power of two");
+    return fail("THREADS = " + std::to_string(threads_) + " below the subgroup size must be a power of two", Knob::Threads);
   }
   warpsPerRow_ = threads_ >= warp_ ? threads_ / warp_ : 1;
   int64_t longest = 0;
+  const kir::Op* longestOp = nullptr;
   for (const kir::Op& op : k_.ops)
-    if (op.code != OpCode::Store) longest = std::max(longest, op.type.length);
+    if (op.code != OpCode::Store && op.type.length > longest) longest = op.type.length, longestOp = &op;
   if (longest > 0) {
-    if (longest % (threads_ * vec_) != 0)
-      return fail("the longest row vector (" + std::to_string(longest) + " elements) is not a multiple of THREADS * VEC = " +
-                  std::to_string(threads_ * vec_));
+    if (longest % (threads_ * vec_) != 0) {
+      fail("the longest row vector (" + std::to_string(longest) + " elements) is not a multiple of THREADS * VEC = " +
+           std::to_string(threads_ * vec_), Knob::Vec);
+      emitRemark(loc(longestOp->loc)) << "the longest row vector is computed here";
+      return failure();
+    }
     chunks_ = longest / (threads_ * vec_);
   }
   for (const kir::Op& op : k_.ops) {
@@ -117,7 +122,7 @@ LogicalResult KernelEmitter::checkSchedule() {
       return failure();
     }
   }
-  if (asyncDepth() < 0) return fail("ASYNC must be 0 or more");
+  if (asyncDepth() < 0) return fail("ASYNC must be 0 or more", Knob::Async);
   if (asyncDepth() > 0) {
     bool pipelined = false;
     for (size_t i = 0; i < k_.ops.size(); ++i)
@@ -125,17 +130,17 @@ LogicalResult KernelEmitter::checkSchedule() {
     if (!pipelined)
       return fail("ASYNC = " + std::to_string(asyncDepth()) +
                   " copies rows ahead in pipelined loops, and this configuration has none (SERIAL = 1 and no "
-                  "loop under PREFETCH = 2)");
+                  "loop under PREFETCH = 2)", Knob::Async);
   }
   if (asyncDepth() > 0 && target_.backend != Backend::NVVM)
     return fail("ASYNC = " + std::to_string(asyncDepth()) +
                 " stages loads through asynchronous copies to shared memory (cp.async), which " + target_.name +
-                " does not have; use ASYNC = 0 there");
-  if (int64_t predicate = tunable("PREDICATE"); predicate != 0) {
-    if (predicate != 1) return fail("PREDICATE must be 0 (stores in a branch) or 1 (predicated stores)");
+                " does not have; use ASYNC = 0 there", Knob::Async);
+  if (int64_t predicate = knob(Knob::Predicate); predicate != 0) {
+    if (predicate != 1) return fail("PREDICATE must be 0 (stores in a branch) or 1 (predicated stores)", Knob::Predicate);
     if (target_.backend != Backend::NVVM)
       return fail("PREDICATE = 1 predicates each store with inline PTX (@p st.global), which " + target_.name +
-                  " does not run; use PREDICATE = 0 there");
+                  " does not run; use PREDICATE = 0 there", Knob::Predicate);
   }
   // Loops of the DSL body; the row-group loop of SERIAL has the same trips in every row.
   int loopDepth = 0;
@@ -171,7 +176,7 @@ std::vector<int> KernelEmitter::emissionOrder() const {
   // Early loads cost registers (all of a row's inputs live at once); a kernel can offer
   // PREFETCH = 0 as a tunable to keep KIR order where that matters more (reductions are not
   // batched either: that too would move loads up).
-  if (tunable("PREFETCH", 1) == 0) {
+  if (knob(Knob::Prefetch) == 0) {
     std::vector<int> order(n);
     for (int i = 0; i < n; ++i) order[i] = i;
     return order;
@@ -237,7 +242,7 @@ Value KernelEmitter::toI64(Value v) {
 }
 
 bool KernelEmitter::overlapsPreviousGrid() const {
-  return target_.backend == Backend::NVVM && tunable("OVERLAP") == 1;
+  return target_.backend == Backend::NVVM && knob(Knob::Overlap) == 1;
 }
 
 void KernelEmitter::emitPrologue() {
@@ -322,7 +327,7 @@ Value KernelEmitter::clampRow(Value row, Value* valid) {
 /// would cost buy no residency.
 LogicalResult KernelEmitter::requestResidentPrograms(gpu::GPUFuncOp func, int blockThreads, int64_t sharedBytes,
                                                      Location loc) {
-  int64_t programs = tunable("MINPROGS");
+  int64_t programs = knob(Knob::MinProgs);
   if (programs == 0) return success();
   bool nvidia = target_.backend == Backend::NVVM;
   const char* unit = nvidia ? "SM of " : "CU of ";
@@ -536,7 +541,7 @@ OwningOpRef<ModuleOp> KernelEmitter::run(LaunchShape& shape) {
     func.setWorkgroupAttributionAttr(i, LLVM::LLVMDialect::getAlignAttrName(), b_.getI64IntegerAttr(16));
   int blockThreads = int(rows_ * threads_);
   func.setKnownBlockSizeAttr(b_.getDenseI32ArrayAttr({blockThreads, 1, 1}));
-  if (failed(requestResidentPrograms(func, blockThreads, alignedSharedBytes, kernelLoc))) return nullptr;
+  if (failed(requestResidentPrograms(func, blockThreads, alignedSharedBytes, knobLocation(Knob::MinProgs)))) return nullptr;
 
   paramArgs_.assign(k_.params.size(), Value());
   runtimeDimArgs_.assign(k_.runtimeDims.size(), Value());

@@ -38,11 +38,11 @@
 namespace mxfp6::codegen::detail {
 
 bool KernelEmitter::pipelinesLoops() const {
-  return tunable("PREFETCH", 1) == 2;
+  return knob(Knob::Prefetch) == 2;
 }
 
 int64_t KernelEmitter::asyncDepth() const {
-  return tunable("ASYNC");
+  return knob(Knob::Async);
 }
 
 bool KernelEmitter::advancesWithTrip(int id, int forId) const {

@@ -17,7 +17,7 @@
 namespace mxfp6::codegen::detail {
 
 bool KernelEmitter::predicatesStores() const {
-  return tunable("PREDICATE") == 1;
+  return knob(Knob::Predicate) == 1;
 }
 
 void KernelEmitter::predicatedStore(Value cond, Value value, Value ptr, int64_t bytes, int64_t align) {

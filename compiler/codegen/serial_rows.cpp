@@ -1,5 +1,7 @@
 #include "compiler/codegen/serial_rows.h"
 
+#include "compiler/frontend/knobs.h"
+
 #include <vector>
 
 namespace mxfp6::codegen {
@@ -32,7 +34,7 @@ kir::Op constant(int64_t v, const kir::SourceLoc& loc) {
 
 }  // namespace
 
-int64_t serialSteps(const kir::Kernel& kernel) { return kernel.configValue("SERIAL", 1); }
+int64_t serialSteps(const kir::Kernel& kernel) { return frontend::knobValue(kernel, frontend::Knob::Serial); }
 
 SerialRows serializeRows(const kir::Kernel& kernel, int64_t steps) {
   const std::vector<kir::Op>& ops = kernel.ops;

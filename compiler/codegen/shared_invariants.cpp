@@ -30,7 +30,7 @@
 namespace mxfp6::codegen::detail {
 
 bool KernelEmitter::stagesInvariantLoad(const kir::Op& op) const {
-  if (tunable("INVARIANTS") != 1 || op.code != OpCode::Load || !op.type.isVector()) return false;
+  if (knob(Knob::Invariants) != 1 || op.code != OpCode::Load || !op.type.isVector()) return false;
   return std::all_of(op.operands.begin(), op.operands.end(), [](int d) { return d == -1; });
 }
 

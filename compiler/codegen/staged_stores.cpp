@@ -41,7 +41,7 @@ namespace mxfp6::codegen::detail {
 std::optional<KernelEmitter::StagedStore> KernelEmitter::stagedStore(const kir::Op& op) {
   // The tunable STAGE = 0 keeps each thread's own stores: staging costs shared-memory traffic,
   // shuffles and registers, which a schedule whose stores already coalesce may not repay.
-  if (tunable("STAGE", 1) == 0) return std::nullopt;
+  if (knob(Knob::Stage) == 0) return std::nullopt;
   if (op.code != OpCode::Store || !k_.ops[op.value].type.isVector()) return std::nullopt;
   if (k_.params[op.param].dtype != Dtype::U8 || !isContiguous(op)) return std::nullopt;
   if ((rows_ * threads_) % warp_ != 0) return std::nullopt;  // a partial warp has no lanes to shuffle with

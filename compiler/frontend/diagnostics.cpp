@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cstdlib>
 #include <string_view>
 
 #include "compiler/frontend/frontend.h"
@@ -45,6 +47,41 @@ void DiagnosticEngine::renderOne(const kir::SourceLoc& loc, std::string_view kin
   for (int i = 0; i + 1 < loc.col; ++i)
     out += i < static_cast<int>(line.size()) && line[i] == '\t' ? '\t' : ' ';
   out += "^\n";
+}
+
+std::string DiagnosticEngine::annotate(const std::string& text) const {
+  std::string out;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + begin, end - begin);
+    begin = end + 1;
+    // "file:line:col: kind: message", the file one this engine has the source of.
+    size_t kindAt = std::string_view::npos;
+    for (std::string_view kind : {": error: ", ": note: "})
+      kindAt = std::min(kindAt, line.find(kind));
+    kir::SourceLoc loc;
+    if (kindAt != std::string_view::npos) {
+      std::string_view where = line.substr(0, kindAt);
+      size_t c2 = where.rfind(':');
+      size_t c1 = c2 == std::string_view::npos || c2 == 0 ? std::string_view::npos : where.rfind(':', c2 - 1);
+      if (c1 != std::string_view::npos) {
+        loc.file = std::string(where.substr(0, c1));
+        loc.line = std::atoi(std::string(where.substr(c1 + 1, c2 - c1 - 1)).c_str());
+        loc.col = std::atoi(std::string(where.substr(c2 + 1)).c_str());
+      }
+    }
+    if (loc.line <= 0 || !sources_.count(loc.file)) {
+      out.append(line);
+      out += "\n";
+      continue;
+    }
+    std::string_view rest = line.substr(kindAt + 2);
+    size_t colon = rest.find(": ");
+    renderOne(loc, rest.substr(0, colon), std::string(rest.substr(colon + 2)), out);
+  }
+  return out;
 }
 
 std::string DiagnosticEngine::render() const {

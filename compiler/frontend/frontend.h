@@ -35,6 +35,9 @@ class DiagnosticEngine {
   /// An error inside a fn's body is followed by "file:line:col: note: in the call of fn 'f'"
   /// and the call's line, for each call that led there.
   std::string render() const;
+  /// `text` (a later stage's messages) with the source line and a caret added after every line
+  /// of the form "file:line:col: error|note: message" whose file this engine has the source of.
+  std::string annotate(const std::string& text) const;
   void clear() { diags_.clear(); }
 
  private:
@@ -155,6 +158,16 @@ std::vector<std::map<std::string, int64_t>> enumerateConfigs(
 /// having that name among its values (so `MODE=E3M2` is an error, not EVEN) and reject, naming
 /// it, for a size or tunable. Any other identifier is an error naming the value names.
 std::optional<std::map<std::string, int64_t>> parseConfigString(const std::string& text,
+                                                                std::string& error);
+
+/// parseConfigString() for kernel `kernel` of `module`, with errors located: an entry whose value
+/// is a name that no key takes (`FMT=E4M3`) is reported at its key's declaration (a variant's
+/// message lists that variant's values only). nullopt on any error: located ones are in `diags`
+/// (then `error` is empty), a malformed string is `error`.
+std::optional<std::map<std::string, int64_t>> parseKernelConfig(const Module& module,
+                                                                const std::string& kernel,
+                                                                const std::string& text,
+                                                                DiagnosticEngine& diags,
                                                                 std::string& error);
 
 /// The configuration code of a value name: kVariantNameTag | kind << 8 | value.

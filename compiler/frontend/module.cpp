@@ -112,4 +112,46 @@ std::optional<std::map<std::string, int64_t>> parseConfigString(const std::strin
   }
 }
 
+std::optional<std::map<std::string, int64_t>> parseKernelConfig(const Module& module,
+                                                                const std::string& kernelName,
+                                                                const std::string& text,
+                                                                DiagnosticEngine& diags,
+                                                                std::string& error) {
+  auto config = parseConfigString(text, error);
+  if (config) return config;
+  const ast::KernelDecl* kernel = module.impl().findKernel(kernelName);
+  if (!kernel) return std::nullopt;
+  // Locate each entry whose value is a name no key takes at the declaration of its key.
+  std::stringstream entries(text);
+  bool located = false;
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(" \t"));
+      s.erase(s.find_last_not_of(" \t") + 1);
+      return s;
+    };
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    std::string key = trim(entry.substr(0, eq)), value = trim(entry.substr(eq + 1));
+    bool name = !value.empty() && !(value[0] >= '0' && value[0] <= '9') && value[0] != '-';
+    if (!name || findVariantValue(value)) continue;
+    located = true;
+    bool found = false;
+    for (const ast::VariantDecl& v : kernel->variants)
+      if (v.name == key)
+        diags.error(v.loc, key + " = " + value + " is not one of its values " + v.valuesText()), found = true;
+    for (const ast::TunableDecl& t : kernel->tunables)
+      if (t.name == key)
+        diags.error(t.loc, "tunable '" + key + "' takes one of its candidates " + t.candidatesText() + ", not '" +
+                               value + "'"), found = true;
+    for (const ast::SpecDecl& s : kernel->specs)
+      if (s.name == key)
+        diags.error(s.loc, "specialized size '" + key + "' takes an integer, not '" + value + "'"), found = true;
+    if (!found)
+      diags.error(kernel->loc, "unknown configuration key '" + key + "' for kernel '" + kernel->name + "'");
+  }
+  if (located) error.clear();
+  return std::nullopt;
+}
+
 }  // namespace mxfp6::frontend

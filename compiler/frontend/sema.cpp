@@ -5,7 +5,8 @@
 //    explicit stride list has one entry per dimension, each an integer or an integer scalar;
 //    integer sizes are at least 1;
 //  - a specialized size is a tensor dimension with a default of at least 1; a tunable's
-//    candidates are distinct and include its default; ROWS, THREADS and VEC are at least 1;
+//    candidates are distinct and include its default; a schedule knob's candidates are legal
+//    values of it (knobs.h), and a tunable that is no knob is used by the kernel;
 //  - a variant's values are distinct value names of one kind (formats or scale modes) and
 //    include its default; a variant is not named like a value;
 //  - a constraint is an integer condition over specialized sizes and tunables; a dimension
@@ -27,6 +28,7 @@
 
 #include "compiler/frontend/builtins.h"
 #include "compiler/frontend/fn_expand.h"
+#include "compiler/frontend/knobs.h"
 #include "compiler/frontend/symbols.h"
 
 namespace mxfp6::frontend {
@@ -54,14 +56,47 @@ std::optional<int64_t> intLiteral(const Expr& e) {
   return v;
 }
 
-bool isScheduleTunable(const std::string& name) {
-  return name == "ROWS" || name == "THREADS" || name == "VEC";
+/// Every name an expression, a size or a statement (recursively) mentions.
+void collectNames(const Expr& e, std::set<std::string>& names) {
+  if (e.kind == ExprKind::Name || e.kind == ExprKind::Call || e.kind == ExprKind::Access) names.insert(e.name);
+  for (const ast::ExprPtr& o : e.operands) collectNames(*o, names);
+}
+void collectNames(const ast::SizeRef& s, std::set<std::string>& names) {
+  if (s.isName()) names.insert(s.name);
+  if (s.isExpr()) collectNames(*s.expr, names);
+}
+void collectNames(const std::vector<ast::Stmt>& body, std::set<std::string>& names) {
+  for (const ast::Stmt& s : body) {
+    for (const ast::ExprPtr& i : s.indices) collectNames(*i, names);
+    for (const ast::Expr* e : {s.value.get(), s.end.get(), s.step.get()})
+      if (e) collectNames(*e, names);
+    collectNames(s.body, names);
+  }
+}
+
+/// The names a kernel can read a tunable through: its sizes, strides, constraints, row extents
+/// and body, and the bodies of the file's fns (which read the calling kernel's names).
+std::set<std::string> namesUsed(const ast::KernelDecl& kernel, const ast::File& file) {
+  std::set<std::string> names;
+  for (const ast::ParamDecl& p : kernel.params) {
+    for (const ast::SizeRef& d : p.dims) collectNames(d, names);
+    for (const ast::SizeRef& s : p.strides) collectNames(s, names);
+  }
+  for (const ast::RequireDecl& r : kernel.constraints) collectNames(*r.condition, names);
+  for (const ast::SizeRef& e : kernel.row.extents) collectNames(e, names);
+  collectNames(kernel.row.body, names);
+  for (const ast::FnDecl& fn : file.fns) {
+    collectNames(fn.body, names);
+    if (fn.result) collectNames(*fn.result, names);
+  }
+  return names;
 }
 
 class KernelChecker {
  public:
-  KernelChecker(const ast::KernelDecl& kernel, DiagnosticEngine& diags)
-      : kernel_(kernel), diags_(diags), symbols_(collectSymbols(kernel, &diags)) {}
+  KernelChecker(const ast::KernelDecl& kernel, const ast::File& file, DiagnosticEngine& diags)
+      : kernel_(kernel), file_(file), diags_(diags), errorsBefore_(diags.diagnostics().size()),
+        symbols_(collectSymbols(kernel, &diags)) {}
 
   KernelInfo run() {
     for (const ast::ParamDecl& p : kernel_.params) checkParam(p);
@@ -77,6 +112,7 @@ class KernelChecker {
         error(r.loc, "a constraint must be a condition, such as 'D % 64 == 0'");
     }
     checkRowBlock();
+    if (diags_.diagnostics().size() == errorsBefore_) checkTunablesUsed();
     return describe();
   }
 
@@ -143,8 +179,36 @@ class KernelChecker {
     if (t.defaultValue && !seen.count(*t.defaultValue))
       error(t.defaultLoc, "default " + std::to_string(*t.defaultValue) + " of '" + t.name +
                               "' is not one of its candidates " + t.candidatesText());
-    if (isScheduleTunable(t.name) && *seen.begin() < 1)
-      error(t.loc, "candidates of '" + t.name + "' must be at least 1");
+    checkTunableName(t);
+  }
+
+  /// A schedule knob takes only its legal values; any other tunable must be a size or
+  /// parameter the kernel uses, or it would silently do nothing (a misspelled knob).
+  void checkTunableName(const ast::TunableDecl& t) {
+    if (const KnobInfo* knob = findKnob(t.name)) {
+      for (int64_t v : t.values)
+        if (v < knob->min || v > knob->max)
+          error(t.loc, "candidate " + std::to_string(v) + " of schedule knob '" + t.name +
+                           "' is not legal: it takes " + legalValuesText(*knob));
+      return;
+    }
+    unknownTunables_.push_back(&t);
+  }
+
+  /// Reported once the kernel is otherwise well formed, so a misspelling is not drowned in (or
+  /// added to) the errors of a kernel that does not yet check.
+  void checkTunablesUsed() {
+    if (unknownTunables_.empty()) return;
+    std::set<std::string> used = namesUsed(kernel_, file_);
+    for (const ast::TunableDecl* t : unknownTunables_)
+      if (!used.count(t->name)) reportUnusedTunable(*t);
+  }
+
+  void reportUnusedTunable(const ast::TunableDecl& t) {
+    std::string hint;
+    if (const KnobInfo* near = nearestKnob(t.name)) hint = "; did you mean the knob '" + std::string(near->name) + "'?";
+    error(t.loc, "tunable '" + t.name + "' is neither a schedule knob nor used by kernel '" + kernel_.name +
+                     "'" + hint + " (`mxfp6c knobs` lists the knobs)");
   }
 
   void checkVariant(const ast::VariantDecl& v) {
@@ -431,8 +495,11 @@ class KernelChecker {
   }
 
   const ast::KernelDecl& kernel_;
+  const ast::File& file_;
   DiagnosticEngine& diags_;
+  size_t errorsBefore_;  // the file's errors before this kernel's checks
   KernelSymbols symbols_;
+  std::vector<const ast::TunableDecl*> unknownTunables_;  // tunables that are no knob
   std::vector<std::map<std::string, LocalKind>> scopes_;  // the row body, then each loop body
   std::map<std::string, kir::SourceLoc> expired_;  // names local to a finished loop: its 'for'
 };
@@ -445,7 +512,7 @@ std::vector<KernelInfo> checkModule(const ast::File& file, DiagnosticEngine& dia
   for (const ast::KernelDecl& k : file.kernels) {
     if (!names.insert(k.name).second)
       diags.error(k.loc, "kernel '" + k.name + "' is already defined");
-    kernels.push_back(KernelChecker(k, diags).run());
+    kernels.push_back(KernelChecker(k, file, diags).run());
   }
   return kernels;
 }

@@ -28,7 +28,7 @@ std::string tunedKernel(const std::string& body) {
   return test::rowKernel(
       "kernel k(x: bf16[T, D], z: out f32[T, D], n: i32)\n"
       "  specialize D = 128\n"
-      "  tune K in {2, 0}\n",
+      "  tune K in {2, 0} require K >= 0\n",  // a tunable must be used
       body);
 }
 

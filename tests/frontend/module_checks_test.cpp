@@ -62,7 +62,7 @@ TEST(ModuleChecks, SpecializationsAndTunables) {
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) tune VEC in {2, 2} { row t in T { } }"),
             "t.mxk:1:26: error: value 2 appears twice in the candidates of 'VEC'\n");
   EXPECT_EQ(parseErrors("kernel k(x: f32[T]) tune ROWS in {0, 1} { row t in T { } }"),
-            "t.mxk:1:26: error: candidates of 'ROWS' must be at least 1\n");
+            "t.mxk:1:26: error: candidate 0 of schedule knob 'ROWS' is not legal: it takes at least 1\n");
   EXPECT_EQ(
       parseErrors("kernel k(x: f32[T, D]) specialize D tune U in {0, 1} { row t in (D > 1) { } }"),
       "t.mxk:1:65: error: a row extent expression must be an integer, such as '(C / W)'\n");

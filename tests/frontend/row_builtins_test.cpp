@@ -26,7 +26,7 @@ std::string mxKernel(const std::string& body) {
       "         iv: i32[T, 64], sc: u8[T, 4], b: u8[T, 6], n: i32, f: f32,\n"
       "         q: out u8[T, 96], s: out u8[T, 4], o: out f32[T, 64])\n"
       "  specialize D = 128\n"
-      "  tune K in {2, 4, 0}\n"
+      "  tune K in {2, 4, 0} require K >= 0\n"  // a tunable must be used
       "  variant FMT in {E2M3, E3M2}, MODE in {RCEIL, EVEN, FLOOR} = FLOOR\n",
       body);
 }
@@ -77,7 +77,7 @@ TEST(RowBuiltins, Repeat) {
   expectOp(k, "d", OpCode::Repeat, {Dtype::I32, 64}, 1, {OpCode::Load});
   k = lower("bb = repeat(x[t, :], K)", {{"K", 4}});
   expectOp(k, "bb", OpCode::Repeat, {Dtype::BF16, 512}, 4, {OpCode::Load});
-  k = lower("bb = repeat(x[t, :], D)");
+  k = lower("bb = repeat(x[t, :], D)\n    kk = repeat(x[t, :], K)");  // K: a tunable must be used
   EXPECT_EQ(named(k, "bb").type, (ValueType{Dtype::BF16, 128 * 128}));
 }
 
