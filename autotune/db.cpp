@@ -123,6 +123,20 @@ Expected<CodeObject> KernelDb::object(const std::string& sha256) {
   return rows::readObject(*database_, sha256);
 }
 
+Expected<std::optional<CodeObject>> KernelDb::findObject(const std::string& sourceHash, const std::string& kernel,
+                                                         const std::string& target, const std::string& config,
+                                                         const std::string& toolchain) {
+  ASSIGN_OR_RETURN(sql::Statement select,
+                   database_->prepare("SELECT sha256 FROM objects WHERE source_sha256 = ? AND kernel = ? AND "
+                                      "target = ? AND config = ? AND toolchain = ? ORDER BY sha256 LIMIT 1"));
+  select.bind(1, sourceHash).bind(2, kernel).bind(3, target).bind(4, config).bind(5, toolchain);
+  ASSIGN_OR_RETURN(bool row, select.step());
+  if (!row) return std::optional<CodeObject>();
+  std::string sha = select.text(0);
+  ASSIGN_OR_RETURN(CodeObject found, rows::readObject(*database_, sha));
+  return std::optional<CodeObject>(std::move(found));
+}
+
 Status KernelDb::putCandidates(const std::vector<Candidate>& candidates) {
   RETURN_IF_ERROR(requireWritable());
   sql::Transaction transaction(*database_);

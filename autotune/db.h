@@ -153,6 +153,11 @@ class KernelDb {
   /// Reads a code object and verifies its bytes against its sha256: "code object <sha> in
   /// <file> is corrupt: its bytes hash to <other>".
   Expected<CodeObject> object(const std::string& sha256);
+  /// The object compiled from a source (by its sha256) for a kernel, target, config and
+  /// toolchain, if one is stored: what a compile request can be answered with without compiling.
+  Expected<std::optional<CodeObject>> findObject(const std::string& sourceHash, const std::string& kernel,
+                                                 const std::string& target, const std::string& config,
+                                                 const std::string& toolchain);
 
   // Candidates ------------------------------------------------------------------------------
   /// Adds (or replaces, by planId) candidates of their families, all in one transaction; every

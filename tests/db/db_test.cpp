@@ -2,6 +2,8 @@
 // older schema, and the rules of selection and pins.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <sqlite3.h>
 
 #include "autotune/db.h"
@@ -56,6 +58,25 @@ TEST(KernelDb, ObjectsAreContentAddressed) {
   auto missing = db->object(std::string(64, '0'));
   EXPECT_FALSE(missing.isOk());
   EXPECT_THAT(missing.status().message(), HasSubstr("no code object"));
+}
+
+TEST(KernelDb, FindsAnObjectByWhatItWasCompiledFrom) {
+  TempDir dir;
+  auto db = openOrDie(dir.file("k.db"));
+  CodeObject o = makeObject("rmsnorm", "THREADS=256");
+  ASSERT_OK(db->putObject(o));
+  auto found = db->findObject(o.sourceHash, "rmsnorm", "sm_90", "THREADS=256", o.toolchain);
+  ASSERT_OK(found);
+  ASSERT_TRUE(found->has_value());
+  EXPECT_EQ((*found)->sha256, o.sha256);
+  // Any field that differs is another compile.
+  for (auto [kernel, target, config, toolchain] :
+       {std::tuple{"rmsnorm", "gfx942", "THREADS=256", o.toolchain}, {"rmsnorm", "sm_90", "THREADS=512", o.toolchain},
+        {"other", "sm_90", "THREADS=256", o.toolchain}, {"rmsnorm", "sm_90", "THREADS=256", std::string("tc-2")}}) {
+    auto none = db->findObject(o.sourceHash, kernel, target, config, toolchain);
+    ASSERT_OK(none);
+    EXPECT_FALSE(none->has_value()) << kernel << " " << target << " " << config << " " << toolchain;
+  }
 }
 
 TEST(KernelDb, SourcesAreStoredByTheirHash) {

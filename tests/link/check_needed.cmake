@@ -4,7 +4,11 @@
 # need LLVM, MLIR, clang, gRPC, protobuf, SQLite, or a GPU driver (those are dlopen'ed), and the
 # runtime may need nothing beyond the C runtime, so a new dependency is a deliberate decision.
 # -DALLOW_SQLITE=ON: the database side (mxfp6-db, the tuner), whose job SQLite is.
-if(ALLOW_SQLITE)
+# -DALLOW_GRPC=ON: the client library training processes load (gRPC, protobuf and SQLite).
+if(ALLOW_GRPC)
+  # The client library: gRPC to the server and SQLite for the embedded mode, never LLVM or a driver.
+  set(forbidden "^lib(LLVM|MLIR|clang|cuda|amdhip64|hsa-runtime)")
+elseif(ALLOW_SQLITE)
   set(forbidden "^lib(LLVM|MLIR|clang|grpc|gpr|protobuf|cuda|amdhip64|hsa-runtime)")
 else()
   set(forbidden "^lib(LLVM|MLIR|clang|grpc|gpr|protobuf|sqlite3|cuda|amdhip64|hsa-runtime)")

@@ -11,9 +11,4 @@ namespace mxfp6::cli {
 /// (recompile families already present). Returns the process exit code.
 int precompileIntoDb(const std::map<std::string, std::string>& flags);
 
-/// The toolchain fingerprint of this build: the compiler's source hash, LLVM's version and
-/// ptxas's (or "no ptxas": PTX instead of cubin), so objects of another compiler never load
-/// as current.
-std::string toolchainFingerprint();
-
 }  // namespace mxfp6::cli
