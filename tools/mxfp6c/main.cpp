@@ -8,6 +8,9 @@
 //   mxfp6c precompile --shapes FILE --db DB [--targets T1,T2,...] [--jobs N] [--force]
 //   mxfp6c pin KEY --db DB (--plan ID | --config K=V,...) --why TEXT [--who NAME] [--expires ISO]
 //   mxfp6c unpin KEY --db DB
+//   mxfp6c run FILE --kernel NAME --in X=x.npy,... --out DIR [--config K=V,...]
+//              [--target T (--device N | --compare)]
+//   mxfp6c knobs
 //
 // Exit status: 0 on success, 1 on a user error (located diagnostics on stderr), 2 on bad usage.
 
@@ -20,8 +23,11 @@
 #include "compiler/codegen/codegen.h"
 #include "compiler/codegen/occupancy.h"
 #include "compiler/frontend/frontend.h"
+#include "compiler/frontend/knobs.h"
 #include "tools/mxfp6c/pin.h"
 #include "tools/mxfp6c/precompile_db.h"
+#include "tools/mxfp6c/resource_report.h"
+#include "tools/mxfp6c/run.h"
 
 namespace {
 
@@ -40,7 +46,10 @@ const char* kUsageText =
     "  mxfp6c precompile --shapes FILE --db DB [--targets sm_90,gfx942,gfx950] [--jobs N] [--force]\n"
     "  mxfp6c pin KEY --db DB (--plan ID | --config K=V,...) --why TEXT [--who NAME] [--expires ISO]\n"
     "                 [--toolchain FP]\n"
-    "  mxfp6c unpin KEY --db DB [--toolchain FP]\n";
+    "  mxfp6c unpin KEY --db DB [--toolchain FP]\n"
+    "  mxfp6c run FILE --kernel NAME --in X=x.npy,... --out DIR [--config K=V,...]\n"
+    "             [--target sm_90|gfx942|gfx950 (--device N | --compare)]\n"
+    "  mxfp6c knobs\n";
 
 std::string join(const std::vector<std::string>& xs, const char* sep = ", ") {
   std::string out;
@@ -63,7 +72,7 @@ std::optional<Args> parseArgs(int argc, char** argv, const std::vector<std::stri
       if (auto eq = s.find('='); eq != std::string::npos) {
         name = s.substr(0, eq);
         value = s.substr(eq + 1);
-      } else if (s == "--force") {  // the one flag without a value
+      } else if (s == "--force" || s == "--quiet" || s == "--compare") {  // flags without a value
         value = "1";
       } else if (i + 1 < argc) {
         value = argv[++i];
@@ -193,7 +202,8 @@ int cmdCompile(const Args& a) {
   std::map<std::string, int64_t> config;
   if (a.flags.count("--config")) {
     std::string error;
-    auto parsed = frontend::parseConfigString(a.flags.at("--config"), error);
+    auto parsed = frontend::parseKernelConfig(*m, kernelName, a.flags.at("--config"), diags, error);
+    if (!parsed && error.empty()) return std::cerr << diags.render(), kUserError;
     if (!parsed) return std::cerr << "mxfp6c: error: --config: " << error << "\n", kUserError;
     config = *parsed;
   }
@@ -205,8 +215,10 @@ int cmdCompile(const Args& a) {
   if (emitText == "kir") return writeFile(out, frontend::dumpKir(*kernel)) ? kOk : kUserError;
 
   Expected<codegen::CompiledKernel> compiled = codegen::compileKernel(*kernel, *target, *emit);
-  if (!compiled) return std::cerr << "mxfp6c: error: " << compiled.status().message() << "\n", kUserError;
+  if (!compiled)
+    return std::cerr << "mxfp6c: error: " << diags.annotate(compiled.status().message()) << "\n", kUserError;
   if (!writeFile(out, compiled->bytes)) return kUserError;
+  if (!a.flags.count("--quiet")) std::cerr << cli::resourceReport(kernelName, *target, *compiled);
   bool codeObject = *emit == codegen::Emit::Cubin || *emit == codegen::Emit::Hsaco || *emit == codegen::Emit::Ptx;
   if (codeObject && out != "-" && !writeFile(out + ".json", compiled->metadataJson)) return kUserError;
   return kOk;
@@ -298,16 +310,24 @@ int main(int argc, char** argv) {
   std::string cmd = argv[1];
   if (cmd == "-h" || cmd == "--help") return std::cout << kUsageText, kOk;
   std::optional<Args> args;
-  if (cmd == "check" || cmd == "list") args = parseArgs(argc, argv, {});
-  else if (cmd == "compile") args = parseArgs(argc, argv, {"--kernel", "--target", "--config", "--emit", "-o"});
+  if (cmd == "check" || cmd == "list" || cmd == "knobs") args = parseArgs(argc, argv, {});
+  else if (cmd == "compile") args = parseArgs(argc, argv, {"--kernel", "--target", "--config", "--emit", "-o", "--quiet"});
+  else if (cmd == "run")
+    args = parseArgs(argc, argv, {"--kernel", "--config", "--in", "--out", "--target", "--device", "--compare"});
   else if (cmd == "precompile") args = parseArgs(argc, argv, {"-o", "--targets", "--shapes", "--db", "--jobs", "--force", "--dsl-dir"});
   else if (cmd == "pin" || cmd == "unpin")
     args = parseArgs(argc, argv, {"--db", "--plan", "--config", "--why", "--who", "--expires", "--toolchain"});
-  else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile, pin, unpin)\n" << kUsageText, kUsage;
+  else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile, pin, unpin, run, knobs)\n" << kUsageText, kUsage;
   if (!args) return kUsage;
   if (cmd == "check") return cmdCheck(*args);
   if (cmd == "list") return cmdList(*args);
   if (cmd == "compile") return cmdCompile(*args);
+  if (cmd == "knobs") return std::cout << frontend::knobTableText(), kOk;
+  if (cmd == "run") {
+    int rc = cli::runCommand(args->positional, args->flags);
+    if (rc == kUsage) std::cerr << kUsageText;
+    return rc;
+  }
   if (cmd == "pin" || cmd == "unpin") return cli::pinCommand(cmd, args->positional, args->flags);
   if (args->flags.count("--shapes") || args->flags.count("--db")) {
     if (!args->flags.count("--shapes") || !args->flags.count("--db") || !args->positional.empty() || args->flags.count("-o"))
