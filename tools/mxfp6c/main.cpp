@@ -11,6 +11,7 @@
 //   mxfp6c run FILE --kernel NAME --in X=x.npy,... --out DIR [--config K=V,...]
 //              [--target T (--device N | --compare)]
 //   mxfp6c knobs
+//   mxfp6c fetch (--server HOST:PORT[,...] | --db DB) --shapes FILE [--target T] [--cache DIR]
 //
 // Exit status: 0 on success, 1 on a user error (located diagnostics on stderr), 2 on bad usage.
 
@@ -24,6 +25,7 @@
 #include "compiler/codegen/occupancy.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/frontend/knobs.h"
+#include "tools/mxfp6c/fetch.h"
 #include "tools/mxfp6c/pin.h"
 #include "tools/mxfp6c/precompile_db.h"
 #include "tools/mxfp6c/resource_report.h"
@@ -47,6 +49,8 @@ const char* kUsageText =
     "  mxfp6c pin KEY --db DB (--plan ID | --config K=V,...) --why TEXT [--who NAME] [--expires ISO]\n"
     "                 [--toolchain FP]\n"
     "  mxfp6c unpin KEY --db DB [--toolchain FP]\n"
+    "  mxfp6c fetch (--server HOST:PORT[,...] | --db DB) --shapes FILE [--target T] [--cache DIR]\n"
+    "               [--deadline-ms N]\n"
     "  mxfp6c run FILE --kernel NAME --in X=x.npy,... --out DIR [--config K=V,...]\n"
     "             [--target sm_90|gfx942|gfx950 (--device N | --compare)]\n"
     "  mxfp6c knobs\n";
@@ -317,7 +321,9 @@ int main(int argc, char** argv) {
   else if (cmd == "precompile") args = parseArgs(argc, argv, {"-o", "--targets", "--shapes", "--db", "--jobs", "--force", "--dsl-dir"});
   else if (cmd == "pin" || cmd == "unpin")
     args = parseArgs(argc, argv, {"--db", "--plan", "--config", "--why", "--who", "--expires", "--toolchain"});
-  else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile, pin, unpin, run, knobs)\n" << kUsageText, kUsage;
+  else if (cmd == "fetch")
+    args = parseArgs(argc, argv, {"--server", "--db", "--shapes", "--target", "--cache", "--deadline-ms"});
+  else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile, pin, unpin, fetch, run, knobs)\n" << kUsageText, kUsage;
   if (!args) return kUsage;
   if (cmd == "check") return cmdCheck(*args);
   if (cmd == "list") return cmdList(*args);
@@ -329,6 +335,7 @@ int main(int argc, char** argv) {
     return rc;
   }
   if (cmd == "pin" || cmd == "unpin") return cli::pinCommand(cmd, args->positional, args->flags);
+  if (cmd == "fetch") return args->positional.empty() ? cli::fetchCommand(args->flags) : (std::cerr << kUsageText, kUsage);
   if (args->flags.count("--shapes") || args->flags.count("--db")) {
     if (!args->flags.count("--shapes") || !args->flags.count("--db") || !args->positional.empty() || args->flags.count("-o"))
       return std::cerr << kUsageText, kUsage;
