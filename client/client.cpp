@@ -278,9 +278,16 @@ grpc::Status Client::Impl::batch(Server& server, const std::vector<OpKey>& keys,
     }
     ResolvedOp op{k, ruleText(r.rule()), r.from_rows(), *plan, r.plan_id(), r.why(), r.toolchain(), r.compiled_now(), {}};
     for (const std::string& sha : r.objects()) op.objects.push_back(bySha.at(sha));
-    if (cache)
-      cache->putAnswer({k.text(), op.rule, op.fromRows, op.planId, r.plan_json(), op.why, op.toolchain, server.address,
-                        now, {r.objects().begin(), r.objects().end()}});
+    if (cache) {
+      // Every rank of a node writes the same answers at startup: only a changed one is written.
+      CachedAnswer answer{k.text(), op.rule,      op.fromRows,    op.planId, r.plan_json(),
+                          op.why,   op.toolchain, server.address, now,       {r.objects().begin(), r.objects().end()}};
+      auto previous = cache->answer(answer.key);
+      bool same = previous && *previous && (*previous)->rule == answer.rule && (*previous)->planJson == answer.planJson &&
+                  (*previous)->why == answer.why && (*previous)->toolchain == answer.toolchain &&
+                  (*previous)->fromRows == answer.fromRows;
+      if (!same) cache->putAnswer(answer);
+    }
     out.ops.push_back(std::move(op));
   }
   for (const v1::KeyError& e : reply.errors())
@@ -368,17 +375,21 @@ Expected<Resolution> Client::Impl::offline(const std::vector<OpKey>& keys, const
   return out;
 }
 
+Expected<rt::KernelMetadata> Client::metadataOf(const Object& o) {
+  // Metadata of another schema may mean other argument conventions: never used as current.
+  nlohmann::json meta = nlohmann::json::parse(o.metadataJson, nullptr, false);
+  int schema = meta.is_object() ? meta.value("metadata_schema", 0) : 0;
+  if (schema != kMetadataSchema)
+    return Status::error("code object " + o.sha256 + " (" + o.kernel + ") has launch metadata schema " +
+                         std::to_string(schema) + "; this client loads schema " + std::to_string(kMetadataSchema) +
+                         " (precompile it again with this release)");
+  return rt::parseKernelMetadata(o.metadataJson);
+}
+
 Expected<std::vector<std::unique_ptr<rt::LoadedKernel>>> Client::load(rt::Device& device, const ResolvedOp& op) {
   std::vector<std::unique_ptr<rt::LoadedKernel>> kernels;
   for (const Object* o : op.objects) {
-    // Metadata of another schema may mean other argument conventions: never loaded as current.
-    nlohmann::json meta = nlohmann::json::parse(o->metadataJson, nullptr, false);
-    int schema = meta.is_object() ? meta.value("metadata_schema", 0) : 0;
-    if (schema != kMetadataSchema)
-      return Status::error("code object " + o->sha256 + " (" + o->kernel + ") has launch metadata schema " +
-                           std::to_string(schema) + "; this client loads schema " + std::to_string(kMetadataSchema) +
-                           " (precompile it again with this release)");
-    ASSIGN_OR_RETURN(rt::KernelMetadata metadata, rt::parseKernelMetadata(o->metadataJson));
+    ASSIGN_OR_RETURN(rt::KernelMetadata metadata, metadataOf(*o));
     auto bytes = std::as_bytes(std::span(o->bytes.data(), o->bytes.size()));
     ASSIGN_OR_RETURN(std::unique_ptr<rt::LoadedKernel> kernel, rt::loadKernel(device, bytes, std::move(metadata)));
     kernels.push_back(std::move(kernel));

@@ -179,13 +179,13 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   auto start = std::chrono::steady_clock::now();
   int failed = 0;
-  size_t done = 0;
+  size_t done = 0, left = 0;  // keys attempted; keys the budget left unstarted
   bool tty = isatty(STDERR_FILENO);
   for (const ops::Problem& problem : keys) {
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (budget > 0 && elapsed > budget) {
-      std::printf("budget of %.0f s spent: %zu of %zu keys left untuned\n", budget, keys.size() - done, keys.size());
-      failed = failed ? failed : 1;
+      left = keys.size() - done;
+      std::printf("budget of %.0f s spent: %zu of %zu keys left untuned\n", budget, left, keys.size());
       break;
     }
     if (tty && done > 0)
@@ -206,7 +206,8 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("tuned %zu keys in %.1f s (%.2f s per key), %d failed\n", done - failed, total,
-              done ? total / double(done) : 0.0, failed);
-  return failed ? 1 : 0;
+  std::printf("tuned %zu keys in %.1f s (%.2f s per key), %d failed%s\n", done - failed, total,
+              done ? total / double(done) : 0.0, failed,
+              left ? (", " + std::to_string(left) + " left by the budget").c_str() : "");
+  return failed || left ? 1 : 0;
 }
