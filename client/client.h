@@ -82,6 +82,8 @@ class Client {
   /// Where answers come from now: "server 127.0.0.1:50051", "offline (node cache DIR)", ...
   std::string describe() const;
 
+  /// An object's launch metadata; refuses metadata of another schema.
+  static Expected<rt::KernelMetadata> metadataOf(const Object& object);
   /// Loads each launch's code object on `device`; refuses metadata of another schema.
   static Expected<std::vector<std::unique_ptr<rt::LoadedKernel>>> load(rt::Device& device, const ResolvedOp& op);
 
