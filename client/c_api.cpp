@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "client/c_handles.h"
 #include "client/client.h"
 
 using mxfp6::client::Client;
@@ -16,25 +17,9 @@ struct mxc_client {
   std::string description;
 };
 
-struct mxc_resolution {
-  Resolution resolution;
-  struct Entry {
-    std::string key;
-    const ResolvedOp* op = nullptr;  // null: failed
-    std::string error;
-    std::string planJson;
-  };
-  std::vector<Entry> entries;
-};
-
 namespace {
 
-void setError(char* error, size_t size, const std::string& message) {
-  if (error == nullptr || size == 0) return;
-  size_t n = std::min(size - 1, message.size());
-  std::memcpy(error, message.data(), n);
-  error[n] = '\0';
-}
+using mxfp6::client::setError;
 
 const mxc_resolution::Entry* entry(const mxc_resolution* r, size_t i) {
   return r != nullptr && i < r->entries.size() ? &r->entries[i] : nullptr;

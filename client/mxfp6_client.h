@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/mxfp6rt.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -56,6 +58,59 @@ size_t mxc_op_launch_count(const mxc_resolution* r, size_t i);
  * Returns 0, or -1 for an index out of range. */
 int mxc_op_launch_object(const mxc_resolution* r, size_t i, size_t j, const void** bytes, size_t* size,
                          const char** metadata_json, const char** sha256);
+
+/* ---- Running a resolved op from tensors (ops/compose.h through ops/execute.h) ----
+ *
+ * An mxc_op is one resolved op's plan with its code objects' launch metadata, independent of the
+ * resolution it came from (free that whenever). mxc_op_load loads its code objects on a device
+ * once; mxc_op_launch composes the plan's launches from the call's named tensors and scalars
+ * (the op's argument names, docs/architecture.md "Ops": norm_rope_qkv_fwd takes qkv, q_weight,
+ * k_weight, q_cos, q_sin, k_cos, k_sin, q, k, v, q_rstd, k_rstd; pos_div, eps) and launches them
+ * in order on a stream. Every launch of the plan is checked (names, shapes against the resolved
+ * key, dtypes, strides, alignment, overlap) before the first one is enqueued, so a bad argument
+ * launches nothing. Functions that can fail return an mxrt_status (0 = MXRT_SUCCESS;
+ * MXRT_ERROR_INVALID_ARGUMENT for the caller's arguments, the message naming the argument;
+ * MXRT_ERROR_DRIVER for the driver) and write the message into the error buffer. */
+typedef struct mxc_op mxc_op;
+
+typedef struct mxc_named_tensor {
+  const char* name;
+  mxrt_tensor tensor;
+} mxc_named_tensor;
+
+typedef struct mxc_named_scalar {
+  const char* name;
+  double value;
+} mxc_named_scalar;
+
+/* Scratch memory for a launch (fp32 partials, transposed scales): `bytes` of device memory,
+ * 256-byte aligned, on the launch's device, that stays valid for work enqueued on the launch's
+ * stream until mxc_op_launch returns. Writes *ptr and returns 0, or returns nonzero when it
+ * cannot allocate. A stream-ordered caching allocator (PyTorch's) satisfies this by keeping the
+ * tensor alive until the call returns: memory freed then is reused only by work ordered after
+ * the launches on the same stream. Called zero or more times per launch, from the calling
+ * thread. */
+typedef int (*mxc_scratch_fn)(void* user, size_t bytes, void** ptr);
+
+/* Op i of a resolution (one that resolved); NULL on error (a failed key, launch metadata of
+ * another schema ...). */
+mxc_op* mxc_op_create(const mxc_resolution* r, size_t i, char* error, size_t error_size);
+void mxc_op_free(mxc_op* op);
+/* The plan's canonical text (ops/plan.h, Plan::id). */
+const char* mxc_op_plan(const mxc_op* op);
+/* Loads the plan's code objects on device, once: later calls with the same device do nothing;
+ * another device is an error (use one mxc_op per device). The device must outlive the op's
+ * launches. */
+int mxc_op_load(mxc_op* op, mxrt_device* device, char* error, size_t error_size);
+/* Every check mxc_op_launch makes, without a device and without launching (scratch is given
+ * placeholder addresses): for validating a call where no GPU is. */
+int mxc_op_check(const mxc_op* op, const mxc_named_tensor* tensors, size_t n_tensors, const mxc_named_scalar* scalars,
+                 size_t n_scalars, char* error, size_t error_size);
+/* Checks, then enqueues the plan's launches on stream (a CUstream / hipStream_t; NULL: the
+ * default stream). scratch may be NULL for a plan that needs none (an error otherwise). */
+int mxc_op_launch(const mxc_op* op, void* stream, const mxc_named_tensor* tensors, size_t n_tensors,
+                  const mxc_named_scalar* scalars, size_t n_scalars, mxc_scratch_fn scratch, void* scratch_user,
+                  char* error, size_t error_size);
 
 #ifdef __cplusplus
 }

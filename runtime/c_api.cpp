@@ -9,15 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/c_handles.h"
 #include "runtime/runtime.h"
-
-struct mxrt_device {
-  std::unique_ptr<mxfp6::rt::Device> device;
-};
-
-struct mxrt_kernel {
-  std::unique_ptr<mxfp6::rt::LoadedKernel> kernel;
-};
 
 namespace {
 
