@@ -1,7 +1,8 @@
 // Reading and writing NumPy .npy files (format versions 1 and 2, little-endian, C order), for
-// `mxfp6c run`. bf16 has no NumPy dtype: a bf16 tensor is a uint16 array ('<u2') of its bits
-// (ml_dtypes' bfloat16 arrays: `a.view(np.uint16)` before saving, `.view(ml_dtypes.bfloat16)`
-// after loading); an ml_dtypes file saved as 2-byte void ('<V2') is read as bf16 bits too.
+// `mxfp6c run` and mxfp6-run. bf16 has no NumPy dtype: a bf16 tensor is a uint16 array ('<u2')
+// of its bits (ml_dtypes' bfloat16 arrays: `a.view(np.uint16)` before saving,
+// `.view(ml_dtypes.bfloat16)` after loading); an ml_dtypes file saved as 2-byte void ('<V2') is
+// read as bf16 bits too.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "tools/mxfp6c/npy.h"
+#include "tools/kernel_run/npy.h"
 
 #include <fstream>
 #include <iterator>
