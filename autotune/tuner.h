@@ -11,6 +11,7 @@
 // Timing: each round runs every passing candidate once, in a rotating order, each run preceded
 // by an L2 flush (a memset larger than the L2) and bracketed by device events; samples are kept.
 // A second phase re-times only the contenders, for precise medians where the choice is made.
+// Both phases spread their rounds over several placements of the buffers in device memory.
 // No LLVM: the candidates' code objects come from the database.
 #pragma once
 
@@ -33,6 +34,10 @@ struct TuneOptions {
   /// candidate's membership of the band moves between tunes only where its true gap is at the
   /// band's edge. The samples of both phases are kept.
   int confirmRounds = 60;
+  /// Each phase's rounds are spread over this many placements of the key's buffers and the
+  /// plans' scratch in device memory (allocated anew for each): a plan's time depends on where
+  /// its data lands, and one placement per process made tunes in different processes disagree.
+  int placements = 4;
   size_t flushBytes = size_t{256} << 20;   // above every supported GPU's L2
   std::string dslDir = "kernels_dsl";      // the interpreter's kernels (the gate's oracle)
   std::string tuner = "mxfp6-tune";        // recorded with the selection

@@ -3,7 +3,7 @@
 // candidates' code objects were precompiled into the database (`mxfp6c precompile --shapes`).
 //
 //   mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain COMPILER] [--shard K/N] [--device N]
-//              [--budget SECONDS] [--rounds N] [--confirm-rounds N] [--op OP] [--dsl-dir DIR]
+//              [--budget SECONDS] [--rounds N] [--confirm-rounds N] [--placements N] [--op OP] [--dsl-dir DIR]
 //
 // --shard K/N tunes the keys whose index in the shape set is K modulo N, so N processes (a Slurm
 // array, torchrun, one per node) split a set; their databases merge with `mxfp6-db merge`, or they
@@ -38,7 +38,7 @@ using namespace mxfp6;
 
 const char* kUsage =
     "usage: mxfp6-tune --db DB --shapes FILE [--target T] [--toolchain COMPILER] [--shard K/N] [--device N]\n"
-    "                  [--budget SECONDS] [--rounds N] [--confirm-rounds N] [--op OP] [--dsl-dir DIR]\n";
+    "                  [--budget SECONDS] [--rounds N] [--confirm-rounds N] [--placements N] [--op OP] [--dsl-dir DIR]\n";
 
 int usage(const std::string& message) {
   std::cerr << "mxfp6-tune: error: " << message << "\n" << kUsage;
@@ -95,7 +95,7 @@ int tuneOnEveryGpu(int argc, char** argv, int gpus, int shardK, int shardN) {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   const std::set<std::string> known = {"--db", "--shapes", "--target", "--toolchain", "--shard", "--device",
-                                       "--budget", "--rounds", "--confirm-rounds", "--op", "--dsl-dir"};
+                                       "--budget", "--rounds", "--confirm-rounds", "--placements", "--op", "--dsl-dir"};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-h" || a == "--help") return std::cout << kUsage, 0;
@@ -169,6 +169,7 @@ int main(int argc, char** argv) {
     toolchains[p.op->name] = *t;
   }
   if (flags.count("--rounds")) options.rounds = std::max(3, std::atoi(flags["--rounds"].c_str()));
+  if (flags.count("--placements")) options.placements = std::max(1, std::atoi(flags["--placements"].c_str()));
   if (flags.count("--confirm-rounds"))
     options.confirmRounds = std::max(0, std::atoi(flags["--confirm-rounds"].c_str()));
   options.tuner = "mxfp6-tune shard " + std::to_string(shardK) + "/" + std::to_string(shardN);
