@@ -112,6 +112,18 @@ int mxc_op_launch(const mxc_op* op, void* stream, const mxc_named_tensor* tensor
                   const mxc_named_scalar* scalars, size_t n_scalars, mxc_scratch_fn scratch, void* scratch_user,
                   char* error, size_t error_size);
 
+/* ---- Keys ----
+ * Both write a NUL-terminated text into out when out_size is large enough and return the size it
+ * needs (call with out = NULL to ask); 0 on error, with the message in error. */
+/* The distinct keys of a shape set (the JSON of ops/shape_set.h) on a target, one per line. */
+size_t mxc_shape_set_keys(const char* json, const char* target, char* out, size_t out_size, char* error,
+                          size_t error_size);
+/* The key of an op call: its op, its variant choices ("layout=megatron"; "" for the defaults) and
+ * the call's tensors and scalars (the shapes give T, H, S and the size). */
+size_t mxc_call_key(const char* op, const char* variant, const char* target, const mxc_named_tensor* tensors,
+                    size_t n_tensors, const mxc_named_scalar* scalars, size_t n_scalars, char* out, size_t out_size,
+                    char* error, size_t error_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -287,5 +287,37 @@ TEST_F(OpLaunch, AFailedKeyHasNoOp) {
   mxc_resolution_free(r);
 }
 
+TEST(CallKeys, FromAShapeSetAndFromACall) {
+  char error[512] = {}, out[4096] = {};
+  const char* shapes = R"({"model": "m", "entries": [
+    {"site": "a", "op": "norm_rope_qkv_fwd", "variant": {"layout": "megatron"}, "heads": 2, "tokens": [64, 128]},
+    {"site": "b", "op": "norm_rope_qkv_fwd", "variant": {"layout": "megatron"}, "heads": 2, "tokens": [64]}]})";
+  size_t need = mxc_shape_set_keys(shapes, "sm_90", nullptr, 0, error, sizeof error);
+  ASSERT_GT(need, 0u) << error;
+  ASSERT_EQ(mxc_shape_set_keys(shapes, "sm_90", out, sizeof out, error, sizeof error), need);
+  // Norm+RoPE keys count (token, head) rows.
+  EXPECT_EQ(std::string(out), "norm_rope_qkv_fwd/H=2,layout=megatron/sm_90//128\n"
+                              "norm_rope_qkv_fwd/H=2,layout=megatron/sm_90//256\n");
+  EXPECT_EQ(mxc_shape_set_keys("{\"entries\": [{\"op\": \"nope\"}]}", "sm_90", out, sizeof out, error, sizeof error), 0u);
+  EXPECT_THAT(error, HasSubstr("nope"));
+  Call c = qkvForward(32, 2);
+  ASSERT_GT(mxc_call_key("norm_rope_qkv_fwd", "layout=megatron", "sm_90", c.tensors_.data(), c.tensors_.size(),
+                         c.scalars.data(), c.scalars.size(), out, sizeof out, error, sizeof error),
+            0u)
+      << error;
+  EXPECT_EQ(std::string(out), kQkvFwd);
+  Call ln = lnForward(64, 32);
+  ASSERT_GT(mxc_call_key("ln_modulate_fwd", "", "sm_90", ln.tensors_.data(), ln.tensors_.size(), ln.scalars.data(),
+                         ln.scalars.size(), out, sizeof out, error, sizeof error),
+            0u)
+      << error;
+  EXPECT_EQ(std::string(out), kLnFwd);
+  ln.remove("x");
+  EXPECT_EQ(mxc_call_key("ln_modulate_fwd", "", "sm_90", ln.tensors_.data(), ln.tensors_.size(), ln.scalars.data(),
+                         ln.scalars.size(), out, sizeof out, error, sizeof error),
+            0u);
+  EXPECT_THAT(error, HasSubstr("'x'"));
+}
+
 }  // namespace
 }  // namespace mxfp6::testing
