@@ -1,6 +1,7 @@
 """mxfp6-run where it can run without a GPU.
 
-- Usage errors exit 2 (missing --object or --in, unknown option, neither --out nor --compare).
+- Usage errors exit 2 (missing --object or --in, unknown option, neither --out nor --compare, a
+  --device that is not a number).
 - A missing code object or metadata file exits 1 naming it, before any device or interpreter time.
 - No GPU: no driver library is "no GPU driver found", a driver without devices (the fake CUDA
   driver with FAKE_CUDA_DEVICES=0) "no GPU device", both exit 1 and write nothing; a bad input
@@ -61,7 +62,9 @@ with tempfile.TemporaryDirectory() as tmp:
                          (["--object", path("rms.ptx"), "--compare"], "--in is required"),
                          (["--object", path("rms.ptx"), "--in", good], "--out DIR or --compare is required"),
                          (["--object", path("rms.ptx"), "--in", good, "--compare", "--target", "sm_90"],
-                          "unknown option --target")]:
+                          "unknown option --target"),
+                         (["--object", path("rms.ptx"), "--in", good, "--compare", "--device", "gpu0"],
+                          "--device takes a GPU number, got 'gpu0'")]:
         r = rms(*args)
         check(r.returncode == 2 and f"mxfp6-run: error: {expect}" in r.stderr and "usage:" in r.stderr,
               f"{args}: expected exit 2 and '{expect}', got {r.returncode}: {r.stderr}")

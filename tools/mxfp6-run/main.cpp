@@ -81,7 +81,13 @@ int main(int argc, char** argv) {
   cli::RunRequest request{"mxfp6-run", file, flag("--kernel"), flag("--config"), flag("--in"), flag("--out")};
   request.device = true;
   request.compare = flags.count("--compare");
-  request.ordinal = flags.count("--device") ? std::atoi(flags.at("--device").c_str()) : 0;
+  if (flags.count("--device")) {
+    const std::string& text = flags.at("--device");
+    char* end = nullptr;
+    long ordinal = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || ordinal < 0) return usage("--device takes a GPU number, got '" + text + "'");
+    request.ordinal = int(ordinal);
+  }
   request.code = [&](const kir::Kernel&) -> Expected<cli::CodeObject> { return cli::CodeObject{*bytes, *json}; };
   return cli::runKernel(request);
 }
