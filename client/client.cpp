@@ -129,6 +129,10 @@ Expected<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) 
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(512 << 20);  // a whole model's code objects in one reply
   std::string unreachable;
+  // A node cache that already holds answers can answer whatever happens to the servers, so a
+  // warm restart makes no call at connect: the servers are tried at the first resolve. Without
+  // one, a server must answer a health check now, or connect fails.
+  bool warmCache = !options.cacheDir.empty() && NodeCache::openExisting(options.cacheDir).isOk();
   bool anyUp = false;
   for (const std::string& address : options.servers) {
     Server s;
@@ -136,7 +140,7 @@ Expected<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) 
     s.channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     s.stub = v1::KernelService::NewStub(s.channel);
     s.health = grpc::health::v1::Health::NewStub(s.channel);
-    if (!anyUp) {
+    if (!anyUp && !warmCache) {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::min(options.deadline, std::chrono::milliseconds(5000)));
       grpc::health::v1::HealthCheckRequest request;
@@ -153,7 +157,8 @@ Expected<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) 
     impl->servers.push_back(std::move(s));
   }
   if (!options.cacheDir.empty()) {
-    auto cache = anyUp ? NodeCache::open(options.cacheDir) : NodeCache::openExisting(options.cacheDir);
+    auto cache = anyUp || warmCache ? NodeCache::open(options.cacheDir) : NodeCache::openExisting(options.cacheDir);
+    if (!cache && warmCache) cache = NodeCache::openExisting(options.cacheDir);  // read-only: offline answers
     if (cache) impl->cache = cache.take();
     else if (anyUp) return cache.status();
   }
@@ -299,12 +304,14 @@ grpc::Status Client::Impl::batch(Server& server, const std::vector<OpKey>& keys,
 }
 
 Expected<Resolution> Client::Impl::fromServers(const std::vector<OpKey>& keys, std::string& whyOffline) {
-  std::string failures;
-  for (size_t n = 0; n < servers.size(); ++n) {
-    size_t index = (current + n) % servers.size();
-    Server& server = servers[index];
-    for (int attempt = 0; attempt <= options.retries; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << (attempt - 1)));
+  // Every server once, starting with the one that answered last, before any is tried again: a
+  // dead server costs one refused connection, not a backoff, when another is up.
+  std::map<std::string, std::string> failures;  // the last error of each server
+  for (int attempt = 0; attempt <= options.retries; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 << (attempt - 1)));
+    for (size_t n = 0; n < servers.size(); ++n) {
+      size_t index = (current + n) % servers.size();
+      Server& server = servers[index];
       Resolution out;
       std::set<std::string> missing;
       grpc::Status s = batch(server, keys, out, missing);
@@ -321,11 +328,13 @@ Expected<Resolution> Client::Impl::fromServers(const std::vector<OpKey>& keys, s
         return out;
       }
       if (!retryable(s.error_code())) return Status::error(grpcError(server.address, s));
-      if (attempt == options.retries) failures += (failures.empty() ? "" : "; ") + grpcError(server.address, s);
+      failures[server.address] = grpcError(server.address, s);
     }
   }
-  whyOffline = failures;
-  return Status::error("no server answered: " + failures);
+  std::string all;
+  for (const auto& [address, why] : failures) all += (all.empty() ? "" : "; ") + why;
+  whyOffline = all;
+  return Status::error("no server answered: " + all);
 }
 
 Expected<Resolution> Client::Impl::offline(const std::vector<OpKey>& keys, const std::string& whyOffline) {
