@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <ctime>
 
 #include <grpcpp/grpcpp.h>
 #include <nlohmann/json.hpp>
@@ -41,12 +42,30 @@ std::string grpcError(const std::string& server, const grpc::Status& s) {
   return server + ": " + s.error_message() + " (gRPC code " + std::to_string(int(s.error_code())) + ")";
 }
 
+/// A server of the list; its channel is opened on first use (a process whose node cache answers
+/// never opens one).
 struct Server {
   std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::KernelService::Stub> stub;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
+
+  void open() {
+    if (channel) return;
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(512 << 20);  // a whole model's code objects in one reply
+    channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    stub = v1::KernelService::NewStub(channel);
+    health = grpc::health::v1::Health::NewStub(channel);
+  }
 };
+
+/// Seconds since the epoch of "2026-12-07T12:30:00Z" (utcNow's form); nullopt when malformed.
+std::optional<std::time_t> parseUtc(const std::string& text) {
+  std::tm tm{};
+  if (!strptime(text.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm)) return std::nullopt;
+  return timegm(&tm);
+}
 
 }  // namespace
 
@@ -80,10 +99,22 @@ Expected<ClientOptions> parseUri(const std::string& uri) {
     return options;
   }
   if (uri.rfind("grpc://", 0) == 0) {
-    std::stringstream in(uri.substr(7));
+    std::string rest = uri.substr(7), query;
+    if (auto q = rest.find('?'); q != std::string::npos) {
+      query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+    }
+    std::stringstream in(rest);
     for (std::string s; std::getline(in, s, ',');)
       if (!s.empty()) options.servers.push_back(s);
     if (options.servers.empty()) return Status::error("'" + uri + "': grpc:// needs host:port[,host:port...]");
+    if (!query.empty()) {
+      char* end = nullptr;
+      long long seconds = query.rfind("fresh_for=", 0) == 0 ? std::strtoll(query.c_str() + 10, &end, 10) : -1;
+      if (seconds < 0 || (end && *end != '\0'))
+        return Status::error("'" + uri + "': the only option is ?fresh_for=SECONDS");
+      options.freshFor = std::chrono::seconds(seconds);
+    }
     return options;
   }
   return Status::error("'" + uri + "' is neither grpc://HOST:PORT[,HOST:PORT...] nor sqlite:///PATH");
@@ -94,6 +125,7 @@ const char* sourceName(Source source) {
     case Source::Server: return "server";
     case Source::NodeCache: return "node cache";
     case Source::Embedded: return "embedded database";
+    case Source::FreshNodeCache: return "node cache (fresh answers)";
   }
   return "?";
 }
@@ -108,6 +140,12 @@ struct Client::Impl {
   Expected<Resolution> embedded(const std::vector<OpKey>& keys);
   Expected<Resolution> fromServers(const std::vector<OpKey>& keys, std::string& whyOffline);
   Expected<Resolution> offline(const std::vector<OpKey>& keys, const std::string& whyOffline);
+  /// Every key from the node cache when each answer is younger than options.freshFor and every
+  /// object it names is there and sound; an error (ask a server) otherwise.
+  Expected<Resolution> fresh(const std::vector<OpKey>& keys);
+  /// The cached answers of `keys` with their objects; a key that cannot be answered is in
+  /// `errors`. `maxAge` > 0: answers older than that count as absent.
+  Resolution fromCache(const std::vector<OpKey>& keys, std::chrono::seconds maxAge);
   /// One BatchResolve on one server, its objects verified and cached; `missing` collects the
   /// objects the server skipped but the cache no longer holds (corrupt and removed).
   grpc::Status batch(Server& server, const std::vector<OpKey>& keys, Resolution& out, std::set<std::string>& missing);
@@ -126,8 +164,6 @@ Expected<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) 
     return std::unique_ptr<Client>(new Client(std::move(impl)));
   }
   if (options.servers.empty()) return Status::error("no server and no database to resolve from");
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(512 << 20);  // a whole model's code objects in one reply
   std::string unreachable;
   // A node cache that already holds answers can answer whatever happens to the servers, so a
   // warm restart makes no call at connect: the servers are tried at the first resolve. Without
@@ -137,10 +173,8 @@ Expected<std::unique_ptr<Client>> Client::connect(const ClientOptions& options) 
   for (const std::string& address : options.servers) {
     Server s;
     s.address = address;
-    s.channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-    s.stub = v1::KernelService::NewStub(s.channel);
-    s.health = grpc::health::v1::Health::NewStub(s.channel);
     if (!anyUp && !warmCache) {
+      s.open();
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::min(options.deadline, std::chrono::milliseconds(5000)));
       grpc::health::v1::HealthCheckRequest request;
@@ -181,7 +215,8 @@ Expected<Resolution> Client::resolve(const std::vector<OpKey>& keys) {
     r = impl_->embedded(keys);
   } else {
     std::string whyOffline;
-    r = impl_->fromServers(keys, whyOffline);
+    if (impl_->cache && impl_->options.freshFor.count() > 0) r = impl_->fresh(keys);
+    if (!r) r = impl_->fromServers(keys, whyOffline);
     if (!r && !whyOffline.empty()) {
       if (!impl_->cache) return Status::error("no server reachable (" + whyOffline + ") and no node cache");
       r = impl_->offline(keys, whyOffline);
@@ -228,6 +263,7 @@ Expected<Resolution> Client::Impl::embedded(const std::vector<OpKey>& keys) {
 
 grpc::Status Client::Impl::batch(Server& server, const std::vector<OpKey>& keys, Resolution& out,
                                  std::set<std::string>& missing) {
+  server.open();
   v1::BatchResolveRequest request;
   for (const OpKey& k : keys) {
     v1::OpKey* p = request.add_keys();
@@ -337,11 +373,10 @@ Expected<Resolution> Client::Impl::fromServers(const std::vector<OpKey>& keys, s
   return Status::error("no server answered: " + all);
 }
 
-Expected<Resolution> Client::Impl::offline(const std::vector<OpKey>& keys, const std::string& whyOffline) {
+Resolution Client::Impl::fromCache(const std::vector<OpKey>& keys, std::chrono::seconds maxAge) {
   Resolution out;
-  out.source = Source::NodeCache;
-  out.status = "offline: answered from the node cache " + cache->dir() + " (no server reachable: " + whyOffline + ")";
   std::map<std::string, const Object*> bySha;
+  std::time_t now = std::time(nullptr);
   for (const OpKey& k : keys) {
     auto a = cache->answer(k.text());
     if (!a) {
@@ -349,8 +384,15 @@ Expected<Resolution> Client::Impl::offline(const std::vector<OpKey>& keys, const
       continue;
     }
     if (!*a) {
-      out.errors.emplace_back(k, "not in the node cache, and no server reachable");
+      out.errors.emplace_back(k, "not in the node cache");
       continue;
+    }
+    if (maxAge.count() > 0) {
+      auto stored = parseUtc((*a)->storedAt);
+      if (!stored || now - *stored >= maxAge.count()) {
+        out.errors.emplace_back(k, "the node cache's answer is older than " + std::to_string(maxAge.count()) + " s");
+        continue;
+      }
     }
     auto plan = ops::parsePlan((*a)->planJson);
     if (!plan) {
@@ -376,11 +418,28 @@ Expected<Resolution> Client::Impl::offline(const std::vector<OpKey>& keys, const
       op.objects.push_back(it->second);
     }
     if (!failed.empty()) {
-      out.errors.emplace_back(k, failed + ", and no server reachable");
+      out.errors.emplace_back(k, failed);
       continue;
     }
     out.ops.push_back(std::move(op));
   }
+  return out;
+}
+
+Expected<Resolution> Client::Impl::offline(const std::vector<OpKey>& keys, const std::string& whyOffline) {
+  Resolution out = fromCache(keys, std::chrono::seconds(0));
+  out.source = Source::NodeCache;
+  out.status = "offline: answered from the node cache " + cache->dir() + " (no server reachable: " + whyOffline + ")";
+  for (auto& [key, why] : out.errors) why += ", and no server reachable";
+  return out;
+}
+
+Expected<Resolution> Client::Impl::fresh(const std::vector<OpKey>& keys) {
+  Resolution out = fromCache(keys, options.freshFor);
+  if (!out.errors.empty()) return Status::error(out.errors.front().second);  // a server answers instead
+  out.source = Source::FreshNodeCache;
+  out.status = "node cache " + cache->dir() + ": every answer fetched less than " +
+               std::to_string(options.freshFor.count()) + " s ago";
   return out;
 }
 

@@ -39,12 +39,20 @@ struct ClientOptions {
   std::string cacheDir;              // the node cache ("" for none; servers only)
   std::chrono::milliseconds deadline{30000};  // per call
   int retries = 2;                   // more tries per server on UNAVAILABLE, with backoff
+  /// Answers the node cache got from a server less than this long ago are used without asking
+  /// again (0: always ask). A job's ranks start within seconds of each other: the first on a
+  /// node asks, the others read the cache and never open a connection. The price: a pin or a
+  /// re-tune reaches new processes only after this long.
+  std::chrono::seconds freshFor{0};
 };
 
-/// Parses "grpc://host:port[,host:port...]" or "sqlite:///path/kernels.db" into options.
+/// Parses "grpc://host:port[,host:port...][?fresh_for=SECONDS]" or "sqlite:///path/kernels.db"
+/// into options.
 Expected<ClientOptions> parseUri(const std::string& uri);
 
-enum class Source { Server, NodeCache, Embedded };
+/// Where a resolution's answers came from: a server; the node cache because no server answered
+/// (offline); a local database file; the node cache because its answers were fresh (freshFor).
+enum class Source { Server, NodeCache, Embedded, FreshNodeCache };
 const char* sourceName(Source source);
 
 struct Object {

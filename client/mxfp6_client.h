@@ -20,7 +20,9 @@ extern "C" {
 typedef struct mxc_client mxc_client;
 typedef struct mxc_resolution mxc_resolution;
 
-/* uri: "grpc://HOST:PORT[,HOST:PORT...]" (servers, tried in order) or "sqlite:///PATH" (a kernel
+/* uri: "grpc://HOST:PORT[,HOST:PORT...][?fresh_for=SECONDS]" (servers, tried in order; with
+ * fresh_for, answers the node cache got less than that long ago are used without asking) or
+ * "sqlite:///PATH" (a kernel
  * database file, no server). cache_dir: the node cache (NULL or "" for none). deadline_ms: per
  * call (0: 30 s). NULL on error: no server reachable and no cache, an unreadable database ... */
 mxc_client* mxc_connect(const char* uri, const char* cache_dir, int64_t deadline_ms, char* error, size_t error_size);
@@ -35,7 +37,8 @@ void mxc_resolution_free(mxc_resolution* resolution);
 
 /* "served by ...", "offline: answered from the node cache ...", "embedded: ..." */
 const char* mxc_status(const mxc_resolution* r);
-/* 0 server, 1 node cache (offline), 2 embedded database. */
+/* 0 server, 1 node cache (offline), 2 embedded database, 3 node cache (answers younger than
+ * fresh_for). */
 int mxc_source(const mxc_resolution* r);
 double mxc_seconds(const mxc_resolution* r);
 int64_t mxc_objects_from_server(const mxc_resolution* r);

@@ -48,9 +48,11 @@ Expected<NodeCache> NodeCache::openExisting(const std::string& dir) {
 }
 
 Status NodeCache::writeAtomically(const std::string& path, const std::string& bytes) const {
+  // Unique among the node's processes: the process id, a random number drawn once per process
+  // (containers sharing the directory can reuse process ids) and a per-process count.
   static std::atomic<uint64_t> counter{0};
-  std::random_device rd;
-  std::string tmp = dir_ + "/tmp/" + std::to_string(getpid()) + "-" + std::to_string(rd()) + "-" +
+  static const unsigned nonce = std::random_device{}();
+  std::string tmp = dir_ + "/tmp/" + std::to_string(getpid()) + "-" + std::to_string(nonce) + "-" +
                     std::to_string(counter++);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

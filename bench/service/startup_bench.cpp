@@ -3,14 +3,15 @@
 // drives it and records the run).
 //
 //   startup_bench --server ADDR --shapes FILE [--target T] --processes N --cache-root DIR
-//                 [--shared-cache]
+//                 [--shared-cache] [--fresh-for SECONDS]
 //   startup_bench --db DB --shapes FILE [--target T] --list-objects
 //
 // Each process is a fork()ed child that has not touched gRPC before the fork (gRPC does not
 // survive one): the parent parses the shape set, forks N children, which wait on a pipe so they
 // all start together, then connect, resolve every key in one call, and report their latency.
 // --shared-cache: every child uses DIR/shared (a warm node cache the caller filled first);
-// otherwise child i gets its own empty DIR/p<i>. Prints one JSON object on stdout.
+// otherwise child i gets its own empty DIR/p<i>. --fresh-for: the client's freshFor (answers the
+// node cache got less than that long ago are used without a call). Prints one JSON object.
 // --list-objects: the distinct code objects the set resolves to in DB (kernel, config, target,
 // op), for the compile-from-source baseline.
 #include <sys/wait.h>
@@ -38,7 +39,7 @@ using Clock = std::chrono::steady_clock;
 struct ChildReport {
   double connectMs = 0, resolveMs = 0, totalMs = 0;
   int64_t ops = 0, errors = 0, objectsFromServer = 0, bytesFromServer = 0, objectsFromCache = 0;
-  int ok = 0;
+  int ok = 0, source = -1;
 };
 
 ChildReport fetchOnce(const client::ClientOptions& options, const std::vector<client::OpKey>& keys) {
@@ -59,6 +60,7 @@ ChildReport fetchOnce(const client::ClientOptions& options, const std::vector<cl
   r.objectsFromServer = res->objectsFromServer;
   r.bytesFromServer = res->bytesFromServer;
   r.objectsFromCache = res->objectsFromCache;
+  r.source = int(res->source);
   return r;
 }
 
@@ -131,6 +133,7 @@ int main(int argc, char** argv) {
       options.servers = {flags["--server"]};
       options.cacheDir = flags["--cache-root"] + (shared ? "/shared" : "/p" + std::to_string(i));
       options.deadline = std::chrono::seconds(60);
+      if (flags.count("--fresh-for")) options.freshFor = std::chrono::seconds(std::atoll(flags["--fresh-for"].c_str()));
       ChildReport r = fetchOnce(options, keys);
       if (write(results[1], &r, sizeof r) != ssize_t(sizeof r)) _exit(1);
       _exit(0);
@@ -149,6 +152,7 @@ int main(int argc, char** argv) {
 
   std::vector<double> total, connect, resolve;
   int64_t ok = 0, bytes = 0, fromServer = 0, fromCache = 0, errors = 0;
+  std::map<std::string, int> sources;
   for (const auto& x : reports) {
     total.push_back(x.totalMs);
     connect.push_back(x.connectMs);
@@ -158,6 +162,7 @@ int main(int argc, char** argv) {
     fromServer += x.objectsFromServer;
     fromCache += x.objectsFromCache;
     errors += x.errors;
+    ++sources[x.source >= 0 ? client::sourceName(client::Source(x.source)) : "failed"];
   }
   nlohmann::json out = {{"processes", n},
                         {"reported", reports.size()},
@@ -172,7 +177,8 @@ int main(int argc, char** argv) {
                         {"objects_from_server", fromServer},
                         {"bytes_from_server", bytes},
                         {"objects_from_cache", fromCache},
-                        {"shared_cache", shared}};
+                        {"shared_cache", shared},
+                        {"answered_by", sources}};
   std::cout << out.dump() << "\n";
   return ok == n ? 0 : 1;
 }

@@ -134,6 +134,45 @@ TEST_F(ClientTest, FailsOverAcrossReplicasAndAnswersOfflineFromTheNodeCache) {
   EXPECT_THAT(corrupt->errors[0].second, HasSubstr("is corrupt"));
 }
 
+TEST_F(ClientTest, FreshAnswersInTheNodeCacheNeedNoServer) {
+  precompileThroughAServer();
+  auto server = std::make_unique<ServerProcess>(db_, std::vector<std::string>{}, (dir_ / "s.log").string());
+  ASSERT_FALSE(server->address().empty());
+  client::ClientOptions options{{server->address()}, "", cache_, std::chrono::seconds(30), 0};
+  options.freshFor = std::chrono::seconds(300);
+  auto first = client::Client::connect(options);
+  ASSERT_TRUE(first.isOk()) << first.status().message();
+  auto fetched = (*first)->resolve({kRows});  // an empty cache: the server answers
+  ASSERT_TRUE(fetched.isOk());
+  EXPECT_EQ(fetched->source, client::Source::Server);
+  server->stop(SIGKILL);
+  // Another process on the node: answers from the cache, fresh, though the server is gone.
+  auto second = client::Client::connect(options);
+  ASSERT_TRUE(second.isOk()) << second.status().message();
+  auto fresh = (*second)->resolve({kRows});
+  ASSERT_TRUE(fresh.isOk()) << fresh.status().message();
+  EXPECT_EQ(fresh->source, client::Source::FreshNodeCache);
+  EXPECT_THAT(fresh->status, HasSubstr("less than 300 s ago"));
+  EXPECT_EQ(fresh->ops[0].planId, fetched->ops[0].planId);
+  EXPECT_EQ(fresh->objectsFromServer, 0);
+  // A key it never fetched is not fresh: the servers are asked, and being down, the answer is
+  // offline with that key failed.
+  client::OpKey other = kRows;
+  other.rows = 8192;
+  auto mixed = (*second)->resolve({kRows, other});
+  ASSERT_TRUE(mixed.isOk());
+  EXPECT_EQ(mixed->source, client::Source::NodeCache);
+  EXPECT_EQ(mixed->errors.size(), 1u);
+  // Without freshFor the same cache is only an offline fallback.
+  options.freshFor = std::chrono::seconds(0);
+  auto third = client::Client::connect(options);
+  ASSERT_TRUE(third.isOk());
+  auto offline = (*third)->resolve({kRows});
+  ASSERT_TRUE(offline.isOk());
+  EXPECT_EQ(offline->source, client::Source::NodeCache);
+  EXPECT_THAT(offline->status, HasSubstr("offline"));
+}
+
 TEST_F(ClientTest, NoServerAndNoCacheIsAnErrorAtConnect) {
   auto c = client::Client::connect({{"127.0.0.1:1"}, "", "", std::chrono::seconds(2), 0});
   ASSERT_FALSE(c.isOk());
@@ -182,6 +221,12 @@ TEST(OpKeys, ParseAndPrint) {
   ASSERT_TRUE(uri.isOk());
   EXPECT_EQ(uri->servers, (std::vector<std::string>{"a:1", "b:2"}));
   EXPECT_EQ(client::parseUri("sqlite:///x/k.db")->dbPath, "/x/k.db");
+  auto fresh = client::parseUri("grpc://a:1?fresh_for=300");
+  ASSERT_TRUE(fresh.isOk()) << fresh.status().message();
+  EXPECT_EQ(fresh->servers, std::vector<std::string>{"a:1"});
+  EXPECT_EQ(fresh->freshFor.count(), 300);
+  EXPECT_FALSE(client::parseUri("grpc://a:1?stale=3").isOk());
+  EXPECT_FALSE(client::parseUri("grpc://a:1?fresh_for=-3").isOk());
 }
 
 }  // namespace

@@ -20,6 +20,7 @@ int fetchCommand(const std::map<std::string, std::string>& flags) {
   auto options = client::parseUri(flags.count("--db") ? "sqlite://" + flags.at("--db") : "grpc://" + flags.at("--server"));
   if (!options) return std::cerr << "mxfp6c: error: " << options.status().message() << "\n", 1;
   if (flags.count("--cache")) options->cacheDir = flags.at("--cache");
+  if (flags.count("--fresh-for")) options->freshFor = std::chrono::seconds(std::atoll(flags.at("--fresh-for").c_str()));
   if (flags.count("--deadline-ms")) options->deadline = std::chrono::milliseconds(std::atoll(flags.at("--deadline-ms").c_str()));
 
   std::vector<client::OpKey> keys;

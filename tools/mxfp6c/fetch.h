@@ -9,7 +9,8 @@
 namespace mxfp6::cli {
 
 /// --server HOST:PORT[,HOST:PORT...] | --db DB (embedded), --shapes FILE, [--target T] (default
-/// sm_90), [--cache DIR], [--deadline-ms N]. Exit: 0 every key resolved, 1 an error or a key
+/// sm_90), [--cache DIR], [--fresh-for SECONDS] (node-cache answers younger than that are used
+/// without asking), [--deadline-ms N]. Exit: 0 every key resolved, 1 an error or a key
 /// that did not resolve, 2 usage.
 int fetchCommand(const std::map<std::string, std::string>& flags);
 

@@ -50,7 +50,7 @@ const char* kUsageText =
     "                 [--toolchain FP]\n"
     "  mxfp6c unpin KEY --db DB [--toolchain FP]\n"
     "  mxfp6c fetch (--server HOST:PORT[,...] | --db DB) --shapes FILE [--target T] [--cache DIR]\n"
-    "               [--deadline-ms N]\n"
+    "               [--fresh-for SECONDS] [--deadline-ms N]\n"
     "  mxfp6c run FILE --kernel NAME --in X=x.npy,... --out DIR [--config K=V,...]\n"
     "             [--target sm_90|gfx942|gfx950 (--device N | --compare)]\n"
     "  mxfp6c knobs\n";
@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
   else if (cmd == "pin" || cmd == "unpin")
     args = parseArgs(argc, argv, {"--db", "--plan", "--config", "--why", "--who", "--expires", "--toolchain"});
   else if (cmd == "fetch")
-    args = parseArgs(argc, argv, {"--server", "--db", "--shapes", "--target", "--cache", "--deadline-ms"});
+    args = parseArgs(argc, argv, {"--server", "--db", "--shapes", "--target", "--cache", "--fresh-for", "--deadline-ms"});
   else return std::cerr << "mxfp6c: error: unknown command '" << cmd << "' (valid: check, list, compile, precompile, pin, unpin, fetch, run, knobs)\n" << kUsageText, kUsage;
   if (!args) return kUsage;
   if (cmd == "check") return cmdCheck(*args);
