@@ -10,7 +10,7 @@ packages=(
   libsqlite3-dev nlohmann-json3-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   libgtest-dev libgmock-dev
-  binutils file python3
+  binutils file python3 python3-pip
   g++-12
 )
 
