@@ -45,18 +45,20 @@ Choice select(const std::vector<Measured>& candidates, const std::optional<std::
   std::string within = std::to_string(set.size()) + " candidate" + (set.size() == 1 ? "" : "s") +
                        " within " + percent(options.band) + " of the best (medians within " +
                        percent(spread) + ")";
+  if (incumbent) {
+    for (const Row& r : rows)
+      if (r.m->planId == *incumbent && r.med <= best.med * (1 + options.incumbentBand)) {
+        if (std::find(set.begin(), set.end(), &r) == set.end()) choice.equivalent.push_back(r.m->planId);
+        choice.winner = *incumbent;
+        choice.rule = "incumbent: " + percent(r.med / best.med - 1) + " from the best, within " +
+                      percent(options.incumbentBand);
+        return choice;
+      }
+  }
   if (set.size() == 1) {
     choice.winner = best.m->planId;
     choice.rule = "fastest, alone within " + percent(options.band) + " of its median";
     return choice;
-  }
-  if (incumbent) {
-    for (const Row* r : set)
-      if (r->m->planId == *incumbent) {
-        choice.winner = *incumbent;
-        choice.rule = "incumbent: still among " + within;
-        return choice;
-      }
   }
   const Row* pick = *std::min_element(set.begin(), set.end(), [](const Row* a, const Row* b) {
     if (a->m->resourceCost != b->m->resourceCost) return a->m->resourceCost < b->m->resourceCost;

@@ -25,12 +25,16 @@ struct Choice {
 };
 
 struct SelectionOptions {
-  /// Candidates whose median is within this fraction of the best median are equivalent. It is
-  /// also the rule's regret bound: the winner is never measured slower than this. A fixed band
-  /// rather than one drawn from each run's sample spread, so that membership moves only where
-  /// a candidate's true gap sits at the band's edge; the tuner re-times the contenders until
-  /// their medians are precise enough that this is rare (autotune/tuner.h).
-  double band = 0.02;
+  /// Candidates whose median is within this fraction of the best median are equivalent, and the
+  /// rule picks the winner among them. A fixed band rather than one drawn from each run's sample
+  /// spread, so that membership moves only where a candidate's true gap is at the band's edge;
+  /// the tuner re-times the contenders until their medians are precise enough that this is
+  /// rare (autotune/tuner.h).
+  double band = 0.015;
+  /// The incumbent (the key's current winner) stays while its median is within this fraction of
+  /// the best: wider than `band`, so that a re-tune does not drop a winner whose gap sits at the
+  /// band's edge (hysteresis). It is the rule's regret bound: no winner is measured slower.
+  double incumbentBand = 0.02;
 };
 
 /// The median of samples (0 for none).

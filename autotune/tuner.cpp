@@ -433,7 +433,7 @@ Expected<KeyOutcome> Tuner::tune(const ops::Problem& problem, const std::string&
   for (size_t c = 0; c < n; ++c) best = c ? std::min(best, median(samples[c])) : median(samples[c]);
   std::vector<size_t> contenders;
   for (size_t c = 0; c < n; ++c)
-    if (median(samples[c]) <= best * (1 + 2 * m.options.selection.band)) contenders.push_back(c);
+    if (median(samples[c]) <= best * (1 + 2 * m.options.selection.incumbentBand)) contenders.push_back(c);
   if (contenders.size() > 1) RETURN_IF_ERROR(timePlaced(contenders, m.options.confirmRounds));
 
   std::vector<Measured> measured;

@@ -47,6 +47,23 @@ TEST(Selection, TheIncumbentStaysWhileItIsEquivalent) {
   EXPECT_EQ(choice.winner, "a");
 }
 
+TEST(Selection, AnIncumbentAtTheBandsEdgeStaysWhereANewcomerWouldNotEnter) {
+  // The cheap plan measures 1.8 % behind the fastest: outside the 1.5 % band a new winner must
+  // be in, inside the 2 % an incumbent keeps. So a re-tune that measures it anywhere from 1.5 to
+  // 2 % keeps it, and a tune from scratch does not pick it.
+  std::vector<Measured> c = {{"fast", true, std::vector<double>(30, 100.0), 900, 1},
+                             {"cheap", true, std::vector<double>(30, 101.8), 100, 0}};
+  Choice fresh = select(c, std::nullopt);
+  EXPECT_EQ(fresh.winner, "fast");
+  Choice retune = select(c, std::string("cheap"));
+  EXPECT_EQ(retune.winner, "cheap");
+  EXPECT_NE(retune.rule.find("incumbent: 1.80 % from the best"), std::string::npos) << retune.rule;
+  EXPECT_NE(std::find(retune.equivalent.begin(), retune.equivalent.end(), "cheap"), retune.equivalent.end());
+  // Beyond the incumbent's band it goes, incumbent or not.
+  c[1].samplesUs = std::vector<double>(30, 102.5);
+  EXPECT_EQ(select(c, std::string("cheap")).winner, "fast");
+}
+
 TEST(Selection, AClearWinnerWinsAlone) {
   std::mt19937 g(3);
   std::vector<Measured> c = {{"fast", true, draw(g, 80, 0.01), 900, 5}, {"x", true, draw(g, 100, 0.01), 1, 0}};
