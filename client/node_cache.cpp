@@ -75,8 +75,7 @@ std::set<std::string> NodeCache::objectHashes() const {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(fs::path(dir_) / "objects", ec)) {
     std::string name = e.path().filename().string();
-    // An object counts once both files are in place (the metadata is renamed last).
-    if (isHash(name) && fs::exists(e.path().string() + ".json")) out.insert(name);
+    if (isHash(name)) out.insert(name);  // renamed into place whole
   }
   return out;
 }
@@ -84,33 +83,35 @@ std::set<std::string> NodeCache::objectHashes() const {
 Status NodeCache::putObject(const CachedObject& o) {
   if (sha256Hex(o.bytes) != o.sha256)
     return Status::error("code object " + o.sha256 + " arrived corrupt: its bytes hash to " + sha256Hex(o.bytes));
-  std::string base = dir_ + "/objects/" + o.sha256;
-  RETURN_IF_ERROR(writeAtomically(base, o.bytes));
-  nlohmann::json meta = {{"sha256", o.sha256}, {"kernel", o.kernel},   {"target", o.target},
-                         {"format", o.format}, {"config", o.config},   {"metadata", o.metadataJson}};
-  return writeAtomically(base + ".json", meta.dump());
+  nlohmann::json meta = {{"kernel", o.kernel}, {"target", o.target}, {"format", o.format},
+                         {"config", o.config}, {"metadata", o.metadataJson}};
+  // The header's own sha256 follows it, so a flipped bit there is caught as surely as in the bytes.
+  std::string header = meta.dump();  // one line: dump() escapes newlines
+  return writeAtomically(dir_ + "/objects/" + o.sha256, header + "\n" + sha256Hex(header) + "\n" + o.bytes);
 }
 
 Expected<std::optional<CachedObject>> NodeCache::object(const std::string& sha256) const {
   if (!isHash(sha256)) return Status::error("'" + sha256 + "' is not a sha256");
-  std::string base = dir_ + "/objects/" + sha256;
-  auto bytes = readFile(base);
-  auto metaText = readFile(base + ".json");
-  if (!bytes || !metaText) return std::optional<CachedObject>();
-  if (sha256Hex(*bytes) != sha256) {
-    std::remove(base.c_str());
-    std::remove((base + ".json").c_str());
-    return Status::error("the node cache's copy of code object " + sha256 + " (" + base +
-                         ") is corrupt: its bytes hash to " + sha256Hex(*bytes) + "; removed");
-  }
-  nlohmann::json meta = nlohmann::json::parse(*metaText, nullptr, false);
-  if (meta.is_discarded() || !meta.is_object()) {
-    std::remove((base + ".json").c_str());
-    return Status::error("the node cache's metadata of " + sha256 + " is unreadable; removed");
+  std::string path = dir_ + "/objects/" + sha256;
+  auto file = readFile(path);
+  if (!file) return std::optional<CachedObject>();
+  // header \n sha256(header) \n bytes
+  size_t first = file->find('\n');
+  size_t second = first == std::string::npos ? std::string::npos : file->find('\n', first + 1);
+  std::string header = second == std::string::npos ? std::string() : file->substr(0, first);
+  bool headerSound = second != std::string::npos && file->substr(first + 1, second - first - 1) == sha256Hex(header);
+  nlohmann::json meta = headerSound ? nlohmann::json::parse(header, nullptr, false) : nlohmann::json();
+  std::string bytes = second == std::string::npos ? std::string() : file->substr(second + 1);
+  std::string actual = sha256Hex(bytes);
+  if (!meta.is_object() || actual != sha256) {
+    std::remove(path.c_str());
+    return Status::error("the node cache's copy of code object " + sha256 + " (" + path + ") is corrupt: " +
+                         (meta.is_object() ? "its bytes hash to " + actual : std::string("its header does not match its hash")) +
+                         "; removed");
   }
   return std::optional<CachedObject>(CachedObject{sha256, meta.value("kernel", ""), meta.value("target", ""),
                                                   meta.value("format", ""), meta.value("config", ""),
-                                                  meta.value("metadata", ""), *bytes});
+                                                  meta.value("metadata", ""), std::move(bytes)});
 }
 
 Status NodeCache::putAnswer(const CachedAnswer& a) {

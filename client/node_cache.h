@@ -2,8 +2,9 @@
 // and the last answer the server gave for each key, so that a restart costs no object bytes on
 // the wire and a server outage does not stall training.
 //
-//   DIR/objects/<sha256>          the code object's bytes
-//   DIR/objects/<sha256>.json     its kernel, format, config and launch metadata
+//   DIR/objects/<sha256>          one line of JSON (kernel, format, config, launch metadata), then
+//                                 the code object's bytes: one file per object, so a process
+//                                 starting from the cache opens one file per object
 //   DIR/answers/<sha256 of key>.json   the last resolution of a key (plan, rule, why, when)
 //
 // Safe without locks: every file is written to a unique temporary name in DIR/tmp and renamed

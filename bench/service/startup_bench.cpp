@@ -14,6 +14,7 @@
 // node cache got less than that long ago are used without a call). Prints one JSON object.
 // --list-objects: the distinct code objects the set resolves to in DB (kernel, config, target,
 // op), for the compile-from-source baseline.
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,7 +38,7 @@ using namespace mxfp6;
 using Clock = std::chrono::steady_clock;
 
 struct ChildReport {
-  double connectMs = 0, resolveMs = 0, totalMs = 0;
+  double connectMs = 0, resolveMs = 0, totalMs = 0, cpuMs = 0;
   int64_t ops = 0, errors = 0, objectsFromServer = 0, bytesFromServer = 0, objectsFromCache = 0;
   int ok = 0, source = -1;
 };
@@ -135,6 +136,10 @@ int main(int argc, char** argv) {
       options.deadline = std::chrono::seconds(60);
       if (flags.count("--fresh-for")) options.freshFor = std::chrono::seconds(std::atoll(flags["--fresh-for"].c_str()));
       ChildReport r = fetchOnce(options, keys);
+      rusage usage{};
+      getrusage(RUSAGE_SELF, &usage);  // the child's own CPU, all its threads, since the fork
+      r.cpuMs = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+                (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
       if (write(results[1], &r, sizeof r) != ssize_t(sizeof r)) _exit(1);
       _exit(0);
     }
@@ -150,13 +155,14 @@ int main(int argc, char** argv) {
   double wallMs = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   for (pid_t pid : children) waitpid(pid, nullptr, 0);
 
-  std::vector<double> total, connect, resolve;
+  std::vector<double> total, connect, resolve, cpu;
   int64_t ok = 0, bytes = 0, fromServer = 0, fromCache = 0, errors = 0;
   std::map<std::string, int> sources;
   for (const auto& x : reports) {
     total.push_back(x.totalMs);
     connect.push_back(x.connectMs);
     resolve.push_back(x.resolveMs);
+    cpu.push_back(x.cpuMs);
     ok += x.ok;
     bytes += x.bytesFromServer;
     fromServer += x.objectsFromServer;
@@ -174,6 +180,7 @@ int main(int argc, char** argv) {
                                         {"max", percentile(total, 1.0)}}},
                         {"connect_ms_p50", percentile(connect, 0.5)},
                         {"resolve_ms_p50", percentile(resolve, 0.5)},
+                        {"cpu_ms_p50", percentile(cpu, 0.5)},
                         {"objects_from_server", fromServer},
                         {"bytes_from_server", bytes},
                         {"objects_from_cache", fromCache},

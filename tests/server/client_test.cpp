@@ -89,17 +89,21 @@ TEST_F(ClientTest, FailsOverAcrossReplicasAndAnswersOfflineFromTheNodeCache) {
   ASSERT_TRUE(failover.isOk()) << failover.status().message();
   EXPECT_EQ(failover->status, "served by " + replica2->address());
 
-  // A cached object corrupted on disk is detected by its sha256 and fetched again.
+  // A cached object corrupted on disk, in its bytes or in its metadata header, is detected by a
+  // sha256 and fetched again.
   std::string sha = failover->ops[0].objects[0]->sha256;
-  {
-    std::fstream f(cache_ + "/objects/" + sha, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(100);
-    f.put('\x5a');
+  for (bool inHeader : {false, true}) {
+    std::string path = cache_ + "/objects/" + sha;
+    {
+      std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(inHeader ? 20 : std::streamoff(fs::file_size(path) - 100));
+      f.put('\x5a');
+    }
+    auto refetched = (*c)->resolve({kRows});
+    ASSERT_TRUE(refetched.isOk()) << refetched.status().message();
+    EXPECT_GE(refetched->objectsFromServer, 1) << (inHeader ? "header" : "bytes");
+    EXPECT_EQ(refetched->ops[0].objects[0]->sha256, sha);
   }
-  auto refetched = (*c)->resolve({kRows});
-  ASSERT_TRUE(refetched.isOk()) << refetched.status().message();
-  EXPECT_GE(refetched->objectsFromServer, 1);
-  EXPECT_EQ(refetched->ops[0].objects[0]->sha256, sha);
 
   // Every server down: the node cache answers, and says so.
   replica2->stop(SIGKILL);
@@ -124,8 +128,9 @@ TEST_F(ClientTest, FailsOverAcrossReplicasAndAnswersOfflineFromTheNodeCache) {
   EXPECT_EQ(fromCache->source, client::Source::NodeCache);
   // Offline, a corrupt object is an error naming it, never a wrong kernel.
   {
-    std::fstream f(cache_ + "/objects/" + sha, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(100);
+    std::string path = cache_ + "/objects/" + sha;
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(fs::file_size(path) - 100));
     f.put('\x11');
   }
   auto corrupt = (*later)->resolve({kRows});
