@@ -20,6 +20,10 @@
 //   V select(m, a, b)
 //   V abs(a), V copysign(magnitude, sign)   bit operations (exact, also on NaN and subnormals)
 //   V pow2(k)               2^k for an integral k in [-126, 127], built from its exponent bits
+//
+// Every step is its own statement: with the MLIR policy each call emits an op, and C++ leaves
+// the order of a call's arguments unspecified (g++ and clang differ), so an operation nested in
+// another's arguments would make the emitted code depend on the compiler that built mxfp6c.
 #pragma once
 
 namespace mxfp6::math {
@@ -36,7 +40,10 @@ namespace detail {
 template <class P, int N>
 typename P::V horner(P& p, typename P::V x, const float (&coef)[N]) {
   typename P::V r = p.c(coef[0]);
-  for (int i = 1; i < N; ++i) r = p.fma(r, x, p.c(coef[i]));
+  for (int i = 1; i < N; ++i) {
+    typename P::V ci = p.c(coef[i]);
+    r = p.fma(r, x, ci);
+  }
   return r;
 }
 
@@ -45,10 +52,16 @@ typename P::V horner(P& p, typename P::V x, const float (&coef)[N]) {
 /// and the second scaling by 2^-64 is then the only rounding.
 template <class P>
 typename P::V scale(P& p, typename P::V x, typename P::V k) {
-  typename P::M deep = p.lt(k, p.c(-100.0f));
-  typename P::V k1 = p.select(deep, p.add(k, p.c(64.0f)), k);
-  typename P::V r = p.mul(x, p.pow2(k1));
-  return p.select(deep, p.mul(r, p.c(0x1p-64f)), r);
+  typename P::V minus100 = p.c(-100.0f);
+  typename P::M deep = p.lt(k, minus100);
+  typename P::V c64 = p.c(64.0f);
+  typename P::V kUp = p.add(k, c64);
+  typename P::V k1 = p.select(deep, kUp, k);
+  typename P::V factor = p.pow2(k1);
+  typename P::V r = p.mul(x, factor);
+  typename P::V cDown = p.c(0x1p-64f);
+  typename P::V rDown = p.mul(r, cDown);
+  return p.select(deep, rDown, r);
 }
 
 /// e^(wh + wl) as m * 2^k, m in [0.7, 1.42], for wh in [-120, 88.7] and |wl| <= 2^-20 |wh|:
@@ -58,10 +71,15 @@ template <class P>
 void expParts(P& p, typename P::V wh, typename P::V wl, typename P::V& m, typename P::V& k) {
   using V = typename P::V;
   // Round to nearest integer: adding 1.5 * 2^23 leaves no fraction bits (|x| < 2^22).
-  V t = p.mul(wh, p.c(1.44269502f));
-  k = p.sub(p.add(t, p.c(12582912.0f)), p.c(12582912.0f));
-  V r = p.fma(k, p.c(-0.693145751953125f), wh);  // ln2 high: 16 bits, k * it exact
-  r = p.fma(k, p.c(-1.42860677e-06f), r);         // ln2 low
+  V log2e = p.c(1.44269502f);
+  V t = p.mul(wh, log2e);
+  V shifter = p.c(12582912.0f);
+  V shifted = p.add(t, shifter);
+  k = p.sub(shifted, shifter);
+  V ln2High = p.c(-0.693145751953125f);  // 16 bits: k * it is exact
+  V r = p.fma(k, ln2High, wh);
+  V ln2Low = p.c(-1.42860677e-06f);
+  r = p.fma(k, ln2Low, r);
   r = p.add(r, wl);
   static const float kExp[] = {1.394524006e-03f, 8.378434926e-03f, 4.166630283e-02f, 1.666637361e-01f,
                                5.000000000e-01f, 1.000000000e+00f, 1.000000000e+00f};
@@ -84,19 +102,25 @@ typename P::V exp(P& p, typename P::V w) {
 template <class P>
 typename P::V timesSigmoid(P& p, typename P::V x, typename P::V zh, typename P::V zl) {
   using V = typename P::V;
-  typename P::M negative = p.lt(zh, p.c(0.0f));
-  V wh = p.select(negative, zh, p.sub(p.c(0.0f), zh));  // -|z|
-  V wl = p.select(negative, zl, p.sub(p.c(0.0f), zl));
+  V zero = p.c(0.0f);
+  typename P::M negative = p.lt(zh, zero);
+  V minusZh = p.sub(zero, zh);
+  V wh = p.select(negative, zh, minusZh);  // -|z|
+  V minusZl = p.sub(zero, zl);
+  V wl = p.select(negative, zl, minusZl);
   // NaN takes the clamp too, so no NaN reaches the exponent's integer conversion.
-  typename P::M inRange = p.lt(p.c(-120.0f), wh);
-  wh = p.select(inRange, wh, p.c(-120.0f));
-  wl = p.select(inRange, wl, p.c(0.0f));
+  V floor = p.c(-120.0f);
+  typename P::M inRange = p.lt(floor, wh);
+  wh = p.select(inRange, wh, floor);
+  wl = p.select(inRange, wl, zero);
   V m, k;
   expParts(p, wh, wl, m, k);
   V e = scale(p, m, k);
-  V denominator = p.add(p.c(1.0f), e);
+  V one = p.c(1.0f);
+  V denominator = p.add(one, e);
   V positive = p.div(x, denominator);
-  V scaled = p.div(p.mul(x, m), denominator);  // |x| < 2^21, m in [0.7, 1.42]: normal
+  V xm = p.mul(x, m);
+  V scaled = p.div(xm, denominator);  // |x| < 2^21, m in [0.7, 1.42]: normal
   V negativeResult = scale(p, scaled, k);
   return p.select(negative, negativeResult, positive);
 }
@@ -113,19 +137,35 @@ typename P::V tanh(P& p, typename P::V x) {
   V s = p.mul(a, a);
   static const float kTanh[] = {2.370765666e-03f, -8.410071023e-03f, 2.178832144e-02f,
                                 -5.396155268e-02f, 1.333331317e-01f, -3.333333433e-01f};
-  V small = p.fma(p.mul(a, s), detail::horner(p, s, kTanh), a);
-  V clamped = p.select(p.lt(a, p.c(10.0f)), a, p.c(10.0f));
-  V e = detail::exp(p, p.add(clamped, clamped));
-  V large = p.sub(p.c(1.0f), p.div(p.c(2.0f), p.add(e, p.c(1.0f))));
-  V r = p.select(p.lt(a, p.c(0.6f)), small, large);
-  return p.select(p.isnan(x), x, p.copysign(r, x));
+  V a3 = p.mul(a, s);
+  V poly = detail::horner(p, s, kTanh);
+  V small = p.fma(a3, poly, a);
+  V ten = p.c(10.0f);
+  typename P::M belowTen = p.lt(a, ten);
+  V clamped = p.select(belowTen, a, ten);
+  V twice = p.add(clamped, clamped);
+  V e = detail::exp(p, twice);
+  V one = p.c(1.0f);
+  V ePlus1 = p.add(e, one);
+  V two = p.c(2.0f);
+  V quotient = p.div(two, ePlus1);
+  V large = p.sub(one, quotient);
+  V cut = p.c(0.6f);
+  typename P::M isSmall = p.lt(a, cut);
+  V r = p.select(isSmall, small, large);
+  typename P::M nan = p.isnan(x);
+  V signed_ = p.copysign(r, x);
+  return p.select(nan, x, signed_);
 }
 
 /// sigmoid(x) = 1 / (1 + e^-x), through detail::timesSigmoid with x = 1.
 template <class P>
 typename P::V sigmoid(P& p, typename P::V x) {
-  typename P::V r = detail::timesSigmoid(p, p.c(1.0f), x, p.c(0.0f));
-  return p.select(p.isnan(x), x, r);
+  typename P::V one = p.c(1.0f);
+  typename P::V zero = p.c(0.0f);
+  typename P::V r = detail::timesSigmoid(p, one, x, zero);
+  typename P::M nan = p.isnan(x);
+  return p.select(nan, x, r);
 }
 
 /// silu(x) = x * sigmoid(x).
@@ -135,11 +175,17 @@ typename P::V silu(P& p, typename P::V x) {
   // Beyond |x| = 2^20 the result is x (x > 0) or -0 (x < 0): keeps x * m below overflow.
   V big = p.c(0x1p20f);
   V a = p.abs(x);
-  V clamped = p.select(p.lt(a, big), x, p.copysign(big, x));
-  V r = detail::timesSigmoid(p, clamped, clamped, p.c(0.0f));
-  V outside = p.select(p.lt(x, p.c(0.0f)), p.c(-0.0f), x);
-  r = p.select(p.lt(a, big), r, outside);
-  return p.select(p.isnan(x), x, r);
+  typename P::M inside = p.lt(a, big);
+  V bigSigned = p.copysign(big, x);
+  V clamped = p.select(inside, x, bigSigned);
+  V zero = p.c(0.0f);
+  V r = detail::timesSigmoid(p, clamped, clamped, zero);
+  typename P::M negative = p.lt(x, zero);
+  V minusZero = p.c(-0.0f);
+  V outside = p.select(negative, minusZero, x);
+  r = p.select(inside, r, outside);
+  typename P::M nan = p.isnan(x);
+  return p.select(nan, x, r);
 }
 
 /// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) = x * sigmoid(z) with
@@ -151,26 +197,42 @@ typename P::V geluTanh(P& p, typename P::V x) {
   using V = typename P::V;
   V big = p.c(0x1p20f);
   V a = p.abs(x);
-  V xc = p.select(p.lt(a, big), x, p.copysign(big, x));
+  typename P::M inside = p.lt(a, big);
+  V bigSigned = p.copysign(big, x);
+  V xc = p.select(inside, x, bigSigned);
+  V zero = p.c(0.0f);
   // x^2 = s + sl exactly.
   V s = p.mul(xc, xc);
-  V sl = p.fma(xc, xc, p.sub(p.c(0.0f), s));
+  V minusS = p.sub(zero, s);
+  V sl = p.fma(xc, xc, minusS);
   // t = A + B x^2 as th + tl (A and B split in two floats; 2Sum for th).
-  const float Ah = 1.595769167e+00f, Al = -4.534068054e-08f, Bh = 7.135481387e-02f, Bl = 2.398832466e-09f;
-  V prod = p.mul(p.c(Bh), s);
-  V prodl = p.fma(p.c(Bh), s, p.sub(p.c(0.0f), prod));
-  prodl = p.fma(p.c(Bh), sl, p.fma(p.c(Bl), s, prodl));
-  V th = p.add(prod, p.c(Ah));
+  V Ah = p.c(1.595769167e+00f), Al = p.c(-4.534068054e-08f);
+  V Bh = p.c(7.135481387e-02f), Bl = p.c(2.398832466e-09f);
+  V prod = p.mul(Bh, s);
+  V minusProd = p.sub(zero, prod);
+  V prodl = p.fma(Bh, s, minusProd);
+  prodl = p.fma(Bl, s, prodl);
+  prodl = p.fma(Bh, sl, prodl);
+  V th = p.add(prod, Ah);
   V bb = p.sub(th, prod);
-  V err = p.add(p.sub(prod, p.sub(th, bb)), p.sub(p.c(Ah), bb));
-  V tl = p.add(p.add(err, prodl), p.c(Al));
+  V thMinusBb = p.sub(th, bb);
+  V errHigh = p.sub(prod, thMinusBb);
+  V errLow = p.sub(Ah, bb);
+  V err = p.add(errHigh, errLow);
+  V tl = p.add(err, prodl);
+  tl = p.add(tl, Al);
   // z = x * t as zh + zl.
   V zh = p.mul(xc, th);
-  V zl = p.fma(xc, tl, p.fma(xc, th, p.sub(p.c(0.0f), zh)));
+  V minusZh = p.sub(zero, zh);
+  V zhErr = p.fma(xc, th, minusZh);
+  V zl = p.fma(xc, tl, zhErr);
   V r = detail::timesSigmoid(p, xc, zh, zl);
-  V outside = p.select(p.lt(x, p.c(0.0f)), p.c(-0.0f), x);
-  r = p.select(p.lt(a, big), r, outside);
-  return p.select(p.isnan(x), x, r);
+  typename P::M negative = p.lt(x, zero);
+  V minusZero = p.c(-0.0f);
+  V outside = p.select(negative, minusZero, x);
+  r = p.select(inside, r, outside);
+  typename P::M nan = p.isnan(x);
+  return p.select(nan, x, r);
 }
 
 /// erf(x). |x| < 0.921875: x + x P(x^2), a degree-6 minimax P (error 4e-10). Else
@@ -182,15 +244,26 @@ typename P::V erf(P& p, typename P::V x) {
   V a = p.abs(x);
   static const float kSmall[] = {8.387590788e-05f, -8.147202316e-04f, 5.201466847e-03f, -2.685959265e-02f,
                                  1.128369942e-01f, -3.761263490e-01f, 1.283791661e-01f};
-  V small = p.fma(a, detail::horner(p, p.mul(a, a), kSmall), a);
+  V a2 = p.mul(a, a);
+  V poly = detail::horner(p, a2, kSmall);
+  V small = p.fma(a, poly, a);
   static const float kLarge[] = {-5.593436470e-08f, 1.330036639e-06f, -1.227598023e-05f, 3.817026300e-05f,
                                  2.702956845e-04f,  -3.913278226e-03f, 2.493618429e-02f, -1.083385348e-01f,
                                  -6.331330538e-01f, -1.129666328e+00f, 2.119972924e-04f};
-  V clamped = p.select(p.lt(a, p.c(3.92f)), a, p.c(3.92f));
-  V large = p.sub(p.c(1.0f), detail::exp(p, detail::horner(p, clamped, kLarge)));
-  large = p.select(p.lt(a, p.c(3.92f)), large, p.c(1.0f));
-  V r = p.select(p.lt(a, p.c(0.921875f)), small, large);
-  return p.select(p.isnan(x), x, p.copysign(r, x));
+  V top = p.c(3.92f);
+  typename P::M belowTop = p.lt(a, top);
+  V clamped = p.select(belowTop, a, top);
+  V q = detail::horner(p, clamped, kLarge);
+  V eq = detail::exp(p, q);
+  V one = p.c(1.0f);
+  V large = p.sub(one, eq);
+  large = p.select(belowTop, large, one);
+  V cut = p.c(0.921875f);
+  typename P::M isSmall = p.lt(a, cut);
+  V r = p.select(isSmall, small, large);
+  typename P::M nan = p.isnan(x);
+  V signed_ = p.copysign(r, x);
+  return p.select(nan, x, signed_);
 }
 
 }  // namespace mxfp6::math
