@@ -125,6 +125,28 @@ typename P::V timesSigmoid(P& p, typename P::V x, typename P::V zh, typename P::
   return p.select(negative, negativeResult, positive);
 }
 
+/// x with |x| clamped to 2^20, for silu and gelu_tanh (x * m stays below overflow); `inside`
+/// says where |x| < 2^20, so finishBeyond2e20 can put the exact result back beyond it.
+template <class P>
+typename P::V clampBeyond2e20(P& p, typename P::V x, typename P::M& inside) {
+  typename P::V big = p.c(0x1p20f);
+  typename P::V a = p.abs(x);
+  inside = p.lt(a, big);
+  typename P::V bigSigned = p.copysign(big, x);
+  return p.select(inside, x, bigSigned);
+}
+
+/// r where |x| < 2^20; beyond, x * sigmoid(...) rounds to x (x > 0) or -0 (x < 0); NaN passes.
+template <class P>
+typename P::V finishBeyond2e20(P& p, typename P::V x, typename P::V r, typename P::M inside, typename P::V zero) {
+  typename P::M negative = p.lt(x, zero);
+  typename P::V minusZero = p.c(-0.0f);
+  typename P::V outside = p.select(negative, minusZero, x);
+  r = p.select(inside, r, outside);
+  typename P::M nan = p.isnan(x);
+  return p.select(nan, x, r);
+}
+
 }  // namespace detail
 
 /// tanh(x). |x| < 0.6: x + x^3 P(x^2), a degree-5 minimax P (error 1e-9). Else
@@ -172,20 +194,11 @@ typename P::V sigmoid(P& p, typename P::V x) {
 template <class P>
 typename P::V silu(P& p, typename P::V x) {
   using V = typename P::V;
-  // Beyond |x| = 2^20 the result is x (x > 0) or -0 (x < 0): keeps x * m below overflow.
-  V big = p.c(0x1p20f);
-  V a = p.abs(x);
-  typename P::M inside = p.lt(a, big);
-  V bigSigned = p.copysign(big, x);
-  V clamped = p.select(inside, x, bigSigned);
+  typename P::M inside;
+  V clamped = detail::clampBeyond2e20(p, x, inside);
   V zero = p.c(0.0f);
   V r = detail::timesSigmoid(p, clamped, clamped, zero);
-  typename P::M negative = p.lt(x, zero);
-  V minusZero = p.c(-0.0f);
-  V outside = p.select(negative, minusZero, x);
-  r = p.select(inside, r, outside);
-  typename P::M nan = p.isnan(x);
-  return p.select(nan, x, r);
+  return detail::finishBeyond2e20(p, x, r, inside, zero);
 }
 
 /// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) = x * sigmoid(z) with
@@ -195,11 +208,8 @@ typename P::V silu(P& p, typename P::V x) {
 template <class P>
 typename P::V geluTanh(P& p, typename P::V x) {
   using V = typename P::V;
-  V big = p.c(0x1p20f);
-  V a = p.abs(x);
-  typename P::M inside = p.lt(a, big);
-  V bigSigned = p.copysign(big, x);
-  V xc = p.select(inside, x, bigSigned);
+  typename P::M inside;
+  V xc = detail::clampBeyond2e20(p, x, inside);
   V zero = p.c(0.0f);
   // x^2 = s + sl exactly.
   V s = p.mul(xc, xc);
@@ -227,12 +237,7 @@ typename P::V geluTanh(P& p, typename P::V x) {
   V zhErr = p.fma(xc, th, minusZh);
   V zl = p.fma(xc, tl, zhErr);
   V r = detail::timesSigmoid(p, xc, zh, zl);
-  typename P::M negative = p.lt(x, zero);
-  V minusZero = p.c(-0.0f);
-  V outside = p.select(negative, minusZero, x);
-  r = p.select(inside, r, outside);
-  typename P::M nan = p.isnan(x);
-  return p.select(nan, x, r);
+  return detail::finishBeyond2e20(p, x, r, inside, zero);
 }
 
 /// erf(x). |x| < 0.921875: x + x P(x^2), a degree-6 minimax P (error 4e-10). Else
