@@ -7,9 +7,11 @@ database (docs/architecture.md, "The service").
     report = mxfp6.prefetch("shapes/flux12b-startup-b16.json")   # exact / nearest / default / pinned
     q, k, v = mxfp6.norm_rope(mixed_qkv, q_weight, k_weight, cos, sin)
     y = mxfp6.ln_modulate(x, scale, shift, tokens_per_sample=256)
+    packed = mxfp6.pack(y, "E3M2", "RCEIL")      # rows, and columns too when training
 
-Importable without torch (connect, prefetch and stats need none); the ops need torch, and are
-registered as torch.library custom ops (with fake tensors and autograd) where torch >= 2.4.
+Importable without torch (connect, prefetch and stats need none). The ops need torch; each has
+autograd, and under torch.compile (torch >= 2.4) they are torch.library custom ops, opaque to the
+compiler. MXFP6_PROFILE=DIR writes a Chrome trace of what ran (python/mxfp6/_profile.py).
 """
 
 import os
@@ -27,7 +29,8 @@ def _checkout_root():
 
 from ._client import (ConnectError, Connection, PrefetchReport, ResolveError, ShapeWarning, connect,  # noqa: E402
                       connection, prefetch, stats)
-from ._ops import ln_modulate, norm_rope  # noqa: E402
+from ._autograd import PackedGrad  # noqa: E402
+from ._ops import Packed, ln_modulate, norm_rope, norm_rope_heads, pack  # noqa: E402
 
 __all__ = ["ConnectError", "Connection", "PrefetchReport", "ResolveError", "ShapeWarning", "connect", "connection",
-           "prefetch", "stats", "ln_modulate", "norm_rope"]
+           "prefetch", "stats", "ln_modulate", "norm_rope", "norm_rope_heads", "pack", "Packed", "PackedGrad"]

@@ -78,6 +78,7 @@ class Connection:
         self.uri, self.handle = uri, handle
         self._lock = threading.Lock()
         self._ops = {}            # key -> _Op
+        self._call_keys = {}      # a call's signature (op, variant, target, shapes, scalars) -> key
         self._warned = set()      # keys a ShapeWarning was given for
         self._failed = {}         # key -> why
         self._stats = {"resolves": 0, "keys": 0, "objects_from_server": 0, "bytes_from_server": 0,
@@ -86,6 +87,7 @@ class Connection:
     def close(self):
         if self.handle:
             self._ops.clear()
+            self._call_keys.clear()
             _lib.client.mxc_close(self.handle)
             self.handle = None
 

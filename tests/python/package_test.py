@@ -35,6 +35,18 @@ SHAPES = """{"model": "test", "entries": [
  {"site": "a", "op": "norm_rope_qkv_fwd", "variant": {"layout": "megatron"}, "heads": 2, "tokens": [64]},
  {"site": "b", "op": "ln_modulate_fwd", "variant": {"layout": "bsd"}, "size": 3072, "tokens_per_sample": 32,
   "tokens": [64]}]}"""
+# Every other op, for the checks of their calls (precompiled by the server on first resolve).
+MORE_SHAPES = """{"model": "test, every op", "entries": [
+ {"op": "norm_rope_qkv_bwd", "variant": {"layout": "megatron"}, "heads": 2, "tokens": [64]},
+ {"op": "norm_rope_fwd", "heads": 2, "tokens": [64]},
+ {"op": "norm_rope_bwd", "heads": 2, "tokens": [64]},
+ {"op": "ln_modulate_bwd", "variant": {"layout": "bsd"}, "size": 3072, "tokens_per_sample": 32, "tokens": [64]},
+ {"op": "ln_modulate_fwd_per_token", "size": 3072, "tokens": [64]},
+ {"op": "ln_modulate_bwd_per_token", "size": 3072, "tokens": [64]},
+ {"op": "mxfp6_pack_rows", "variant": {"FMT": "E3M2", "MODE": "RCEIL"}, "size": 3072, "tokens": [64]},
+ {"op": "mxfp6_pack_cols", "variant": {"FMT": "E3M2", "MODE": "RCEIL"}, "size": 3072, "tokens": [64]},
+ {"op": "mxfp6_pack_dual", "variant": {"FMT": "E3M2", "MODE": "RCEIL"}, "size": 3072, "tokens": [64]},
+ {"op": "norm_rope_qkv_bwd_pack_bf16", "variant": {"FMT": "E3M2", "MODE": "RCEIL"}, "heads": 2, "tokens": [64]}]}"""
 
 
 class Server:
@@ -112,6 +124,8 @@ class Package(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        # Outputs the builders allocate are stand-ins too (torch would allocate them on the GPU).
+        mxfp6._calls._empty = lambda shape, dtype, device: StandIn(shape, dtype)
         cls.dir = tempfile.mkdtemp(prefix="mxfp6-python-test-")
         cls.db = os.path.join(cls.dir, "kernels.db")
         cls.server = Server(cls.db, os.path.join(cls.dir, "server.log"))
@@ -120,6 +134,7 @@ class Package(unittest.TestCase):
             conn = mxfp6.connect(f"grpc://{cls.server.address}", cache_dir=os.path.join(cls.dir, "cache"),
                                  deadline_ms=300000)
             cls.served = conn.prefetch(SHAPES)
+            cls.more = conn.prefetch(MORE_SHAPES)
         cls.served_description = conn.describe()
         conn.close()
 
@@ -177,10 +192,90 @@ class Package(unittest.TestCase):
         conn = self.embedded()
         warnings.simplefilter("ignore", mxfp6.ShapeWarning)
         args = qkv_args()
-        call, _ = mxfp6._ops.norm_rope_call(**args)
+        call, _ = mxfp6._calls.qkv_fwd(**args)
         self.assertIn("norm_rope_qkv_fwd[", call.check(conn).plan())
-        call, _ = mxfp6._ops.ln_modulate_call(**ln_args())
+        call, _ = mxfp6._calls.ln_fwd(**ln_args())
         call.check(conn)
+
+    def test_every_op_call_passes_its_checks(self):
+        self.assertEqual(self.more.failed, {})
+        conn = self.embedded()
+        warnings.simplefilter("ignore", mxfp6.ShapeWarning)
+        c = mxfp6._calls
+        T, H = 64, 2
+        qkv = qkv_args(T, H)
+        tables = [qkv[n] for n in ("mixed_qkv", "q_weight", "k_weight", "cos", "sin")] + [None, None]
+        grads = [StandIn((T, H, 128)) for _ in range(3)]
+        rstd = [StandIn((T, H), "float32") for _ in range(2)]
+        blobs = [StandIn(s, "uint8") for _, s in c.packed_shapes(T, 3 * H * 128, "dual")]
+        x = StandIn((T, 3072))
+        per_sample, per_token = StandIn((T // 32, 3072)), StandIn((T, 3072))
+        stats = [StandIn((T,), "float32") for _ in range(2)]
+        heads = StandIn((T, H, 128), strides=(3 * H * 128, 3 * 128, 1))  # K of a Megatron mixed_qkv
+        calls = {
+            "norm_rope_qkv_bwd[": c.qkv_bwd(*grads, *tables, *rstd, "megatron", 1),
+            "norm_rope_qkv_bwd_pack_bf16[": c.qkv_bwd_pack(*grads, *tables, *rstd, "megatron", 1, "E3M2", "RCEIL",
+                                                           True, blobs),
+            "norm_rope_fwd[": c.heads_fwd(heads, StandIn((128,)), qkv["cos"], qkv["sin"], 1, 1e-6),
+            "norm_rope_bwd[": c.heads_bwd(StandIn((T, H, 128)), heads, StandIn((128,)), qkv["cos"], qkv["sin"],
+                                          rstd[0], 1),
+            "ln_modulate_bwd[": c.ln_bwd(x, x, per_sample, *stats, 32, "bsd"),
+            "ln_modulate_fwd_per_token[": c.ln_fwd(x, per_token, per_token, None, "bsd", 1e-6),
+            "ln_modulate_bwd_per_token[": c.ln_bwd(x, x, per_token, *stats, None, "bsd"),
+            "mxfp6_pack_rows[": c.pack(x, "E3M2", "RCEIL", "rows"),
+            "mxfp6_pack_cols[": c.pack(x, "E3M2", "RCEIL", "cols"),
+            "mxfp6_pack_dual[": c.pack(x, "E3M2", "RCEIL", "dual"),
+        }
+        for kernel, (call, out) in calls.items():
+            with self.subTest(kernel):
+                self.assertIn(kernel, call.check(conn).plan())
+        # the outputs allocated for the backward ops have the shapes autograd needs
+        self.assertEqual(calls["ln_modulate_bwd["][1][1].shape, (T // 32, 3072))
+
+    def test_bad_arguments_of_backward_ops_and_packers_are_named(self):
+        conn = self.embedded()
+        warnings.simplefilter("ignore", mxfp6.ShapeWarning)
+        c = mxfp6._calls
+        T, H = 64, 2
+        qkv = qkv_args(T, H)
+        tables = [qkv[n] for n in ("mixed_qkv", "q_weight", "k_weight", "cos", "sin")] + [None, None]
+        rstd = [StandIn((T, H), "float32") for _ in range(2)]
+        x = StandIn((T, 3072))
+        stats = [StandIn((T,), "float32") for _ in range(2)]
+        cases = [
+            ("a gradient of the wrong shape",
+             lambda: c.qkv_bwd(StandIn((T, H, 128)), StandIn((T, H + 1, 128)), StandIn((T, H, 128)), *tables, *rstd,
+                               "megatron", 1), "'dk'"),
+            ("a gradient on the CPU",
+             lambda: c.qkv_bwd(StandIn((T, H, 128), device="cpu"), StandIn((T, H, 128)), StandIn((T, H, 128)),
+                               *tables, *rstd, "megatron", 1), "'dq' must be on a CUDA device"),
+            ("an rstd of the wrong dtype",
+             lambda: c.qkv_bwd(*[StandIn((T, H, 128)) for _ in range(3)], *tables, StandIn((T, H)), rstd[1],
+                               "megatron", 1), "'q_rstd'"),
+            ("a per-sample scale of the wrong rows", lambda: c.ln_bwd(x, x, StandIn((3, 3072)), *stats, 32, "bsd"),
+             "'scale'"),
+            ("a per-token scale of the wrong rows", lambda: c.ln_fwd(x, StandIn((T - 1, 3072)), StandIn((T, 3072)), None),
+             "'scale'"),
+            ("a packer format", lambda: c.pack(x, "E4M3", "RCEIL", "rows"), "'fmt'"),
+            ("a packer mode", lambda: c.pack(x, "E3M2", "NEAREST", "rows"), "'mode'"),
+            ("packing columns of too few rows", lambda: c.pack(StandIn((48, 3072)), "E3M2", "RCEIL", "cols"),
+             "multiple of 32"),
+            ("a packer width", lambda: c.pack(StandIn((T, 100)), "E3M2", "RCEIL", "rows"), "'x' must be [T, C]"),
+            ("a packer's output", lambda: c.pack(x, "E3M2", "RCEIL", "rows",
+                                                 out=[StandIn((T, 2304), "uint8"), StandIn((T, 97), "uint8")]),
+             "'scales'"),
+            ("a per-tensor x that is not [T, H, 128]",
+             lambda: c.heads_fwd(StandIn((T, H, 64)), StandIn((128,)), qkv["cos"], qkv["sin"], 1, 1e-6),
+             "'x' must be [T, H, 128]"),
+        ]
+        for what, build, message in cases:
+            with self.subTest(what):
+                with self.assertRaises(ValueError) as e:
+                    call, _ = build()
+                    call.check(conn)
+                self.assertIn(message, str(e.exception))
+        with self.assertRaisesRegex(ValueError, "'fmt'"):
+            mxfp6.PackedGrad(fmt="E5M2")
 
     def test_bad_arguments_are_named_before_anything_launches(self):
         conn = self.embedded()
@@ -200,18 +295,18 @@ class Package(unittest.TestCase):
                 args = qkv_args()
                 spoil(args)
                 with self.assertRaises(ValueError) as e:
-                    call, _ = mxfp6._ops.norm_rope_call(**args)
+                    call, _ = mxfp6._calls.qkv_fwd(**args)
                     call.check(conn)
                 self.assertIn(message, str(e.exception))
                 self.assertIn("mxfp6.norm_rope", str(e.exception))
         args = ln_args()
         args["shift"] = StandIn((2, 3072), "float32")
         with self.assertRaisesRegex(ValueError, "'shift'"):
-            mxfp6._ops.ln_modulate_call(**args)[0].check(conn)
+            mxfp6._calls.ln_fwd(**args)[0].check(conn)
         args = ln_args()
         args["tokens_per_sample"] = 48
         with self.assertRaisesRegex(ValueError, "'tokens_per_sample'"):
-            mxfp6._ops.ln_modulate_call(**args)[0].check(conn)
+            mxfp6._calls.ln_fwd(**args)[0].check(conn)
 
     @unittest.skipUnless(TORCH, "torch is not installed: the ops on real torch tensors are not exercised here")
     def test_cpu_tensors_are_refused(self):
@@ -228,8 +323,9 @@ class Package(unittest.TestCase):
         import torch
         if not hasattr(torch.library, "custom_op"):
             self.skipTest(f"torch {torch.__version__} has no torch.library.custom_op (2.4+): the ops launch eagerly")
-        self.assertTrue(mxfp6._torch_ops.registered)
-        self.assertTrue(hasattr(torch.ops.mxfp6, "norm_rope_qkv_fwd"))
+        self.assertTrue(mxfp6._autograd.CUSTOM_OPS)
+        for op in ("norm_rope_qkv", "norm_rope_qkv_backward", "norm_rope_heads", "ln_modulate", "pack"):
+            self.assertTrue(hasattr(torch.ops.mxfp6, op), op)
 
 
 class Install(unittest.TestCase):

@@ -1,0 +1,176 @@
+"""One op call at the client's C ABI: its tensors and scalars by the op's names, the key it
+resolves to, and its launch through mxc_op_launch (composition, the kernels' checks and the
+launches live below it, client/mxfp6_client.h).
+
+Python checks what the C ABI cannot see (that an argument is a tensor, its device); everything
+else (dtype, shape, strides, alignment, overlap) is checked by mxc_op_check / mxc_op_launch
+against the kernels' signatures before anything launches, and comes back as a ValueError naming
+the argument by its Python name.
+"""
+
+import ctypes
+
+from . import _client, _lib, _profile
+
+_DTYPES = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.float32": "f32", "torch.int32": "i32",
+           "torch.int64": "i64", "torch.uint8": "u8"}
+
+
+def fail(public, message):
+    raise ValueError(f"mxfp6.{public}: {message}")
+
+
+def tensor(public, name, t, device=None):
+    """Checks that `t` is a tensor on a CUDA device (the device of the call's first tensor)."""
+    if not all(hasattr(t, a) for a in ("data_ptr", "shape", "stride", "dtype", "device")):
+        fail(public, f"argument '{name}' must be a tensor, got {type(t).__name__}")
+    if t.device.type != "cuda":
+        fail(public, f"argument '{name}' must be on a CUDA device, got {t.device}")
+    if device is not None and t.device != device:
+        fail(public, f"argument '{name}' is on {t.device}, the call's other tensors on {device}")
+    if str(t.dtype) not in _DTYPES:
+        fail(public, f"argument '{name}' has dtype {t.dtype}, which no kernel takes")
+    return t
+
+
+class View:
+    """A tensor seen with other sizes and strides over the same memory (mixed_qkv as [T, 3, H, 128])."""
+
+    def __init__(self, t, shape, strides):
+        self.base, self.shape, self._strides = t, tuple(shape), tuple(strides)
+        self.dtype, self.device = t.dtype, t.device
+
+    def data_ptr(self):
+        return self.base.data_ptr()
+
+    def stride(self):
+        return self._strides
+
+
+def _fill(nt, name, t):
+    nt.name = name
+    nt.tensor.data = t.data_ptr()
+    nt.tensor.dtype = _lib.DTYPES[_DTYPES[str(t.dtype)]]
+    shape, strides = tuple(t.shape), tuple(t.stride())
+    nt.tensor.ndim = len(shape)
+    for d, (s, st) in enumerate(zip(shape, strides)):
+        nt.tensor.sizes[d], nt.tensor.strides[d] = s, st
+
+
+class Call:
+    """One op call: tensors and scalars by the op's names, Python names for errors."""
+
+    def __init__(self, op, public, variant=""):
+        self.op, self.public, self.variant = op, public, variant
+        self.tensors, self.scalars, self.python_names = [], [], {}
+
+    def tensor(self, name, t, python_name=None):
+        self.tensors.append((name, t))
+        self.python_names[name] = python_name or name
+
+    def scalar(self, name, value):
+        self.scalars.append((name, float(value)))
+
+    def arrays(self):
+        ts = (_lib.NamedTensor * len(self.tensors))()
+        for nt, (n, t) in zip(ts, self.tensors):
+            _fill(nt, n.encode(), t)
+        ss = (_lib.NamedScalar * len(self.scalars))(*[_lib.NamedScalar(n.encode(), v) for n, v in self.scalars])
+        return ts, ss
+
+    def error(self, message):
+        for c_name, py_name in self.python_names.items():
+            if c_name != py_name:
+                message = message.replace(f"'{c_name}'", f"'{py_name}'")
+        fail(self.public, message)
+
+    def signature(self, target):
+        """What the key depends on: the op, variant, target, every tensor's shape and the scalars."""
+        return (self.op, self.variant, target, tuple(tuple(t.shape) for _, t in self.tensors), tuple(self.scalars))
+
+    def key(self, target, arrays=None):
+        ts, ss = arrays or self.arrays()
+        try:
+            return _lib.out_text(_lib.client.mxc_call_key, self.op.encode(), self.variant.encode(), target.encode(),
+                                 ts, len(ts), ss, len(ss))
+        except ValueError as e:
+            self.error(str(e))
+
+    def resolve(self, conn, target, arrays):
+        """The call's resolved op; its key is spelled once per signature (shapes, scalars)."""
+        sig = self.signature(target)
+        key = conn._call_keys.get(sig)
+        if key is None:
+            key = conn._call_keys[sig] = self.key(target, arrays)
+        return conn.op(key)
+
+    def check(self, conn, target="sm_90"):
+        """Every check of a launch, on no device (mxc_op_check): for validating where no GPU is."""
+        arrays = self.arrays()
+        op = self.resolve(conn, target, arrays)
+        ts, ss = arrays
+        err = _lib.error_buffer()
+        if _lib.client.mxc_op_check(op.handle, ts, len(ts), ss, len(ss), err, len(err)) != _lib.SUCCESS:
+            self.error(_lib.text(err.value))
+        return op
+
+    def launch(self, device):
+        import torch
+        conn = _client.connection()
+        arrays = self.arrays()
+        op = self.resolve(conn, _target(device), arrays)
+        ts, ss = arrays
+        err = _lib.error_buffer()
+        if device.index not in op.loaded:
+            if _lib.client.mxc_op_load(op.handle, _device(device), err, len(err)) != _lib.SUCCESS:
+                raise RuntimeError(f"mxfp6.{self.public}: {_lib.text(err.value)}")
+            op.loaded.add(device.index)
+        keep = []  # scratch tensors: alive until the launches are enqueued (stream-ordered reuse)
+
+        def scratch(_user, size, ptr):
+            try:
+                t = torch.empty(size, dtype=torch.uint8, device=device)
+                keep.append(t)
+                ptr[0] = t.data_ptr()
+                return 0
+            except Exception:  # noqa: BLE001 (an allocation failure must not unwind through C)
+                return 1
+
+        stream = torch.cuda.current_stream(device)
+        span = _profile.begin(stream) if _profile.enabled else None
+        status = _lib.client.mxc_op_launch(op.handle, stream.cuda_stream, ts, len(ts), ss, len(ss),
+                                           _lib.SCRATCH_FN(scratch), None, err, len(err))
+        if status == _lib.INVALID_ARGUMENT:
+            self.error(_lib.text(err.value))
+        if status != _lib.SUCCESS:
+            raise RuntimeError(f"mxfp6.{self.public}: {_lib.text(err.value)}")
+        if span is not None:
+            _profile.end(span, stream, self.public, op)
+        conn._stats["launches"] += 1
+
+
+_devices = {}
+
+
+def _device(device):
+    """The runtime's device handle (mxrt_device) for a torch CUDA device, opened once."""
+    handle = _devices.get(device.index)
+    if handle is None:
+        h = ctypes.c_void_p()
+        if _lib.runtime.mxrt_device_open(b"auto", None, device.index or 0, ctypes.byref(h)) != _lib.SUCCESS:
+            raise RuntimeError(f"mxfp6: {_lib.text(_lib.runtime.mxrt_last_error())}")
+        handle = _devices[device.index] = h
+    return handle
+
+
+_targets = {}
+
+
+def _target(device):
+    target = _targets.get(device.index)
+    if target is None:
+        import torch
+        props = torch.cuda.get_device_properties(device)
+        arch = getattr(props, "gcnArchName", "")
+        target = _targets[device.index] = arch.split(":")[0] if arch else f"sm_{props.major}{props.minor}"
+    return target
