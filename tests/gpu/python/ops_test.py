@@ -329,6 +329,26 @@ def bad_input_cases():
             record("bad input", what, 1, 1, message in str(e), str(e)[:90])
 
 
+def profile_case(gen):
+    """MXFP6_PROFILE's trace: one event per op launched, with its plan, rule and GPU time."""
+    import tempfile
+    from mxfp6 import _profile
+    _profile.enabled, _profile._spans[:] = True, []
+    x = rand((64, 3072), gen=gen)
+    s = rand((2, 3072), lo=-0.5, hi=0.5, gen=gen)
+    mxfp6.ln_modulate(x, s, s, tokens_per_sample=32)
+    mxfp6.pack(x, along="rows")
+    _profile.enabled = False
+    with tempfile.TemporaryDirectory() as d:
+        with open(_profile.write(d)) as f:
+            events = json.load(f)["traceEvents"]
+    names = [e["name"] for e in events]
+    ok = names == ["ln_modulate", "pack"] and all(e["args"]["gpu_us"] > 0 and e["dur"] > 0 and e["args"]["plan"]
+                                                  and e["args"]["rule"] == "default" for e in events)
+    record("MXFP6_PROFILE", "trace events", len(events), 2, ok, f"{names}, gpu_us "
+           f"{[e['args'].get('gpu_us') for e in events]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--db", required=True)
@@ -350,6 +370,7 @@ def main():
     ln_case(gen, 64, None, "bsd")
     pack_case(gen, 64, 3072)
     bad_input_cases()
+    profile_case(gen)
     stats = mxfp6.stats()
     print(f"{len(RESULTS)} checks, {len(FAILURES)} failed, {time.time() - start:.1f} s; "
           f"{stats['launches']} launches, rules {stats['rules']}")
