@@ -1,8 +1,9 @@
 // Running a resolved op from tensors through the C ABI (client/mxfp6_client.h, mxc_op_*): the
-// plan's launches composed by ops::compose and run by ops::RuntimeLauncher, the one layer every
-// caller runs plans through. What this file adds is the C edge: named C tensors in, the call
-// checked against the key it was resolved for, every launch checked before the first is enqueued,
-// and statuses turned into mxrt_status codes with a message once.
+// plan's launches composed by ops::compose, the one layer every caller runs plans through, and
+// bound by ops::bindParams. What this file adds is the C edge: named C tensors in, the call
+// checked against the key it was resolved for, every launch checked (rt::prepareLaunch) before the
+// first is enqueued, the raw launches those checks prepared enqueued without checking twice, and
+// statuses turned into mxrt_status codes with a message once.
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -40,6 +41,7 @@ struct mxc_op {
   std::vector<rt::KernelMetadata> metadata;    // per launch
   mxrt_device* device = nullptr;               // where `kernels` are loaded
   std::vector<std::unique_ptr<rt::LoadedKernel>> kernels;
+  std::set<std::string> tensorNames, scalarNames;  // the op's arguments (ops::declareArgs), once
 };
 
 namespace {
@@ -57,7 +59,8 @@ class PlaceholderScratch {
   uintptr_t next_ = uintptr_t{1} << 46;
 };
 
-/// Checks a step's arguments against its kernel's signature without launching.
+/// Checks a step's arguments against its kernel's signature without launching, and keeps the
+/// raw launch each check prepares, so that the launches enqueue what was checked.
 class CheckingLauncher final : public ops::Launcher {
  public:
   explicit CheckingLauncher(const std::vector<rt::KernelMetadata>& metadata) : metadata_(metadata) {}
@@ -65,12 +68,15 @@ class CheckingLauncher final : public ops::Launcher {
     if (step.launch >= metadata_.size())
       return Status::error("plan " + plan.id() + ": no code object for launch " + std::to_string(step.launch));
     ASSIGN_OR_RETURN(std::vector<rt::ParamArg> params, ops::bindParams(metadata_[step.launch], step));
-    auto prepared = rt::prepareLaunch(metadata_[step.launch], params);
-    if (!prepared)
+    auto p = rt::prepareLaunch(metadata_[step.launch], params);
+    if (!p)
       return Status::error(plan.launches[step.launch].kernel + " (" + plan.launches[step.launch].role +
-                           "): " + prepared.status().message());
+                           "): " + p.status().message());
+    prepared.push_back({step.launch, p.take()});
     return Status::ok();
   }
+
+  std::vector<std::pair<size_t, rt::PreparedLaunch>> prepared;  // (launch index, its raw launch), in order
 
  private:
   const std::vector<rt::KernelMetadata>& metadata_;
@@ -88,10 +94,8 @@ Expected<ops::OpCall> callOf(const mxc_op& op, const mxc_named_tensor* tensors, 
                              const mxc_named_scalar* scalars, size_t nScalars) {
   if (tensors == nullptr && nTensors != 0) return Status::error("tensors is NULL");
   if (scalars == nullptr && nScalars != 0) return Status::error("scalars is NULL");
-  ops::OpArgs declared = ops::declareArgs(op.problem);
-  std::set<std::string> tensorNames, scalarNames;
-  for (const ops::TensorDecl& t : declared.tensors) tensorNames.insert(t.name);
-  for (const auto& [name, value] : declared.scalars) scalarNames.insert(name);
+  const std::set<std::string>& tensorNames = op.tensorNames;
+  const std::set<std::string>& scalarNames = op.scalarNames;
   ops::OpCall call;
   for (size_t i = 0; i < nTensors; ++i) {
     std::string name = tensors[i].name ? tensors[i].name : "";
@@ -122,9 +126,9 @@ Expected<ops::OpCall> callOf(const mxc_op& op, const mxc_named_tensor* tensors, 
   return call;
 }
 
-/// Composes the call and checks every launch of it; the steps, ready for RuntimeLauncher.
-Expected<std::vector<ops::Step>> checkedSteps(const mxc_op& op, const ops::OpCall& call,
-                                              const ops::ScratchAllocator& scratch) {
+/// Composes the call and checks every launch of it; the raw launches, ready to enqueue.
+Expected<std::vector<std::pair<size_t, rt::PreparedLaunch>>> checkedLaunches(const mxc_op& op, const ops::OpCall& call,
+                                                                             const ops::ScratchAllocator& scratch) {
   ASSIGN_OR_RETURN(ops::Problem problem, ops::problemOf(*op.problem.op, op.problem.variant, call));
   // A plan serves every M of its key family; another family (heads, samples, size) is another key.
   if (problem.variantText() != op.problem.variantText() || problem.sizes() != op.problem.sizes())
@@ -133,7 +137,7 @@ Expected<std::vector<ops::Step>> checkedSteps(const mxc_op& op, const ops::OpCal
   ASSIGN_OR_RETURN(std::vector<ops::Step> steps, ops::compose(op.plan, problem, call, scratch));
   CheckingLauncher checker(op.metadata);
   RETURN_IF_ERROR(ops::runSteps(op.plan, steps, checker));
-  return steps;
+  return std::move(checker.prepared);
 }
 
 /// Runs `body`, turning an escaping exception into MXRT_ERROR_INTERNAL with its message.
@@ -173,6 +177,9 @@ mxc_op* mxc_op_create(const mxc_resolution* r, size_t i, char* error, size_t err
     auto problem = ops::problemFromKey(k.op, k.variant, k.sizes, k.rows);
     if (!problem) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, e.key + ": " + problem.status().message());
     op->problem = *problem;
+    ops::OpArgs declared = ops::declareArgs(op->problem);
+    for (const ops::TensorDecl& t : declared.tensors) op->tensorNames.insert(t.name);
+    for (const auto& [name, value] : declared.scalars) op->scalarNames.insert(name);
     op->plan = e.op->plan;
     op->planId = e.op->planId.empty() ? e.op->plan.id() : e.op->planId;
     if (e.op->objects.size() != op->plan.launches.size())
@@ -221,7 +228,7 @@ int mxc_op_check(const mxc_op* op, const mxc_named_tensor* tensors, size_t n_ten
     auto call = callOf(*op, tensors, n_tensors, scalars, n_scalars);
     if (!call) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, op->key + ": " + call.status().message());
     PlaceholderScratch placeholder;
-    auto steps = checkedSteps(*op, *call, [&](size_t bytes) { return placeholder(bytes); });
+    auto steps = checkedLaunches(*op, *call, [&](size_t bytes) { return placeholder(bytes); });
     if (!steps) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, op->key + ": " + steps.status().message());
     return int(MXRT_SUCCESS);
   });
@@ -250,17 +257,19 @@ int mxc_op_launch(const mxc_op* op, void* stream, const mxc_named_tensor* tensor
       }
       return ptr;
     };
-    auto steps = checkedSteps(*op, *call, allocate);
-    if (!steps)
+    auto launches = checkedLaunches(*op, *call, allocate);
+    if (!launches)
       return fail(error, error_size, scratchFailed ? MXRT_ERROR_INTERNAL : MXRT_ERROR_INVALID_ARGUMENT,
-                  op->key + ": " + steps.status().message());
+                  op->key + ": " + launches.status().message());
     if (op->device == nullptr)
       return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, op->key + ": not loaded on a device (mxc_op_load)");
-    std::vector<const rt::LoadedKernel*> kernels;
-    for (const auto& k : op->kernels) kernels.push_back(k.get());
-    ops::RuntimeLauncher launcher(std::move(kernels), stream);
-    Status launched = ops::runSteps(op->plan, *steps, launcher);
-    if (!launched) return fail(error, error_size, MXRT_ERROR_DRIVER, op->key + ": " + launched.message());
+    // Every launch was checked above; enqueue the raw launches those checks prepared.
+    for (const auto& [index, prepared] : *launches) {
+      if (prepared.rows == 0) continue;  // an empty batch: nothing to do
+      const ops::PlanLaunch& spec = op->plan.launches[index];
+      Status s = op->kernels[index]->launch(prepared.grid, stream, prepared.args);
+      if (!s) return fail(error, error_size, MXRT_ERROR_DRIVER, op->key + ": " + spec.kernel + " (" + spec.role + "): " + s.message());
+    }
     return int(MXRT_SUCCESS);
   });
 }
