@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autotune/compare.h"
 #include "ops/compose.h"
 #include "ops/execute.h"
 #include "ops/interp_launcher.h"
@@ -35,85 +36,44 @@ uint16_t toBf16(float f) {
   return uint16_t(u >> 16);
 }
 
-double load(const std::byte* base, rt::Dtype d, int64_t i) {
-  switch (d) {
-    case rt::Dtype::BF16: {
-      uint16_t b;
-      std::memcpy(&b, base + 2 * i, 2);
-      uint32_t u = uint32_t(b) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    case rt::Dtype::F32: {
-      float f;
-      std::memcpy(&f, base + 4 * i, 4);
-      return f;
-    }
-    case rt::Dtype::U8: return double(uint8_t(base[i]));
-    default: return 0;
-  }
-}
-
-double ulpBf16(double v) {
-  int e;
-  std::frexp(std::max(std::fabs(v), 1e-38), &e);
-  return std::ldexp(1.0, e - 8);
-}
-
-/// Calls f(offset) for the element offset of every element of a declared tensor's view (the
-/// whole storage when it has none), without materializing them: outputs reach 10^8 elements.
-template <typename F>
-void forEachOffset(const ops::TensorDecl& t, F&& f) {
-  if (t.viewSizes.empty()) {
-    for (int64_t i = 0, n = t.elements(); i < n; ++i) f(i);
-    return;
-  }
-  // The innermost dimension is a run of unit stride in every view the ops declare.
-  size_t dims = t.viewSizes.size();
-  int64_t inner = t.viewSizes.back(), innerStride = t.viewStrides.back();
-  std::vector<int64_t> idx(dims - 1, 0);
-  int64_t outer = 1;
-  for (size_t d = 0; d + 1 < dims; ++d) outer *= t.viewSizes[d];
-  for (int64_t k = 0; k < outer; ++k) {
-    int64_t base = t.viewOffset;
-    for (size_t d = 0; d + 1 < dims; ++d) base += idx[d] * t.viewStrides[d];
-    for (int64_t i = 0; i < inner; ++i) f(base + i * innerStride);
-    for (size_t d = dims - 1; d-- > 0;) {
-      if (++idx[d] < t.viewSizes[d]) break;
-      idx[d] = 0;
-    }
-  }
-}
-
-int64_t viewElements(const ops::TensorDecl& t) {
-  if (t.viewSizes.empty()) return t.elements();
-  int64_t n = 1;
-  for (int64_t s : t.viewSizes) n *= s;
-  return n;
-}
-
 /// An op call's tensors in host memory: inputs random (fixed seed), outputs poisoned (0xFF:
-/// NaN in bf16 and f32), so an output a plan never writes fails its comparison.
+/// NaN in bf16 and f32), so an output a plan never writes fails its comparison. Without
+/// `hostOutputs` the outputs get no host storage: the calls the GPU runs poison theirs on the
+/// device (upload, poison), and only the interpreter's reference writes host outputs.
 struct HostCall {
   ops::OpArgs args;
   std::vector<std::vector<std::byte>> data;
 
-  HostCall(const ops::Problem& problem, uint64_t seed) : args(ops::declareArgs(problem)) {
+  HostCall(const ops::Problem& problem, uint64_t seed, bool hostOutputs) : args(ops::declareArgs(problem)) {
+    constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;  // splitmix's step
+    uint64_t drawn = 0;  // values drawn for the inputs before this one, from one stream
     for (const ops::TensorDecl& t : args.tensors) {
-      data.emplace_back(size_t(t.elements()) * rt::dtypeBytes(t.dtype), std::byte{0xFF});
-      if (t.output) continue;
-      std::byte* p = data.back().data();
-      for (int64_t i = 0; i < t.elements(); ++i) {
-        double u = double(splitmix(seed) >> 11) * 0x1.0p-53;
-        float v = float(t.lo + (t.hi - t.lo) * u);
-        if (t.dtype == rt::Dtype::BF16) {
-          uint16_t b = toBf16(v);
-          std::memcpy(p + 2 * i, &b, 2);
-        } else {
-          std::memcpy(p + 4 * i, &v, 4);
-        }
+      size_t bytes = size_t(t.elements()) * rt::dtypeBytes(t.dtype);
+      if (t.output) {
+        data.emplace_back(hostOutputs ? bytes : 0, std::byte{0xFF});
+        continue;
       }
+      data.emplace_back(bytes);
+      std::byte* p = data.back().data();
+      // The stream's k-th value is splitmix's of seed + k steps, so a chunk starts its state
+      // where the one stream would be there: the same values on any number of threads, and
+      // inputs of 10^8 elements drawn in a fraction of a second.
+      uint64_t first = seed + drawn * kGolden;
+      parallelChunks(t.elements(), Chunking{}, [&](int64_t begin, int64_t end) {
+        uint64_t state = first + uint64_t(begin) * kGolden;
+        for (int64_t i = begin; i < end; ++i) {
+          double u = double(splitmix(state) >> 11) * 0x1.0p-53;
+          float v = float(t.lo + (t.hi - t.lo) * u);
+          if (t.dtype == rt::Dtype::BF16) {
+            uint16_t b = toBf16(v);
+            std::memcpy(p + 2 * i, &b, 2);
+          } else {
+            std::memcpy(p + 4 * i, &v, 4);
+          }
+        }
+        return 0;
+      });
+      drawn += uint64_t(t.elements());
     }
   }
 };
@@ -131,47 +91,6 @@ ops::OpCall callOn(const ops::OpArgs& args, const std::vector<void*>& bases) {
     }
   }
   return call;
-}
-
-/// Compares every output of `out` with `ref` by its declared rule; the first failure, named.
-Status compareOutputs(const ops::OpArgs& args, const std::vector<std::vector<std::byte>>& ref,
-                      const std::vector<std::vector<std::byte>>& out) {
-  for (size_t i = 0; i < args.tensors.size(); ++i) {
-    const ops::TensorDecl& t = args.tensors[i];
-    if (!t.output) continue;
-    const std::byte *r = ref[i].data(), *o = out[i].data();
-    if (ref[i] == out[i]) continue;  // identical storage: nothing to bound
-    if (t.compare == ops::Compare::Exact || t.compare == ops::Compare::BlobsOfComputed) {
-      int64_t bytes = rt::dtypeBytes(t.dtype), differing = 0, first = -1;
-      forEachOffset(t, [&](int64_t off) {
-        if (std::memcmp(r + off * bytes, o + off * bytes, bytes) != 0) {
-          if (first < 0) first = off;
-          ++differing;
-        }
-      });
-      int64_t allowed = t.compare == ops::Compare::Exact ? 0 : viewElements(t) / 1000;
-      if (differing > allowed)
-        return Status::error(t.name + ": " + std::to_string(differing) + " of " + std::to_string(viewElements(t)) +
-                             " elements differ (first at " + std::to_string(first) + ": " +
-                             std::to_string(load(o, t.dtype, first)) + " vs " + std::to_string(load(r, t.dtype, first)) +
-                             "), " + (allowed ? "at most " + std::to_string(allowed) + " may" : "none may"));
-      continue;
-    }
-    double scale = 0;
-    forEachOffset(t, [&](int64_t off) { scale = std::max(scale, std::fabs(load(r, t.dtype, off))); });
-    std::string failure;
-    forEachOffset(t, [&](int64_t off) {
-      if (!failure.empty()) return;
-      double a = load(o, t.dtype, off), b = load(r, t.dtype, off);
-      double bound = t.compare == ops::Compare::Bf16 ? ulpBf16(b) + std::ldexp(scale, -16)
-                                                     : std::ldexp(std::fabs(b), -18) + std::ldexp(scale, -20);
-      if (!(std::fabs(a - b) <= bound))  // NaN (an unwritten, poisoned element) fails too
-        failure = t.name + ": element " + std::to_string(off) + " is " + std::to_string(a) + ", the reference " +
-                  std::to_string(b) + " (bound " + std::to_string(bound) + ")";
-    });
-    if (!failure.empty()) return Status::error(failure);
-  }
-  return Status::ok();
 }
 
 /// The fewest tokens (doubling from the op's minimum) at which the plan applies: the gate's
@@ -247,8 +166,11 @@ struct Tuner::Impl {
   Expected<std::vector<rt::DeviceBuffer>> upload(const HostCall& host) {
     std::vector<rt::DeviceBuffer> bufs;
     for (size_t i = 0; i < host.data.size(); ++i) {
-      ASSIGN_OR_RETURN(rt::DeviceBuffer b, device.allocate(host.data[i].size()));
-      RETURN_IF_ERROR(device.copyToDevice(b.data(), host.data[i].data(), host.data[i].size()));
+      const ops::TensorDecl& t = host.args.tensors[i];
+      size_t bytes = size_t(t.elements()) * rt::dtypeBytes(t.dtype);
+      ASSIGN_OR_RETURN(rt::DeviceBuffer b, device.allocate(bytes));
+      if (t.output) RETURN_IF_ERROR(device.memset(b.data(), 0xFF, bytes));
+      else RETURN_IF_ERROR(device.copyToDevice(b.data(), host.data[i].data(), bytes));
       bufs.push_back(std::move(b));
     }
     return bufs;
@@ -258,15 +180,18 @@ struct Tuner::Impl {
       if (host.args.tensors[i].output) RETURN_IF_ERROR(device.memset(bufs[i].data(), 0xFF, bufs[i].size()));
     return Status::ok();
   }
-  Expected<std::vector<std::vector<std::byte>>> download(const HostCall& host, std::vector<rt::DeviceBuffer>& bufs) {
+  /// The outputs into `out` (one entry per tensor; the inputs' stay empty). `out` is meant to be
+  /// reused from call to call: at the key's shape an output is hundreds of MB, and fresh host
+  /// memory costs a fill and a page fault per page, twice per candidate.
+  Status download(const HostCall& host, std::vector<rt::DeviceBuffer>& bufs, std::vector<std::vector<std::byte>>& out) {
     RETURN_IF_ERROR(device.synchronize());
-    std::vector<std::vector<std::byte>> out(bufs.size());
+    out.resize(bufs.size());
     for (size_t i = 0; i < bufs.size(); ++i) {
       if (!host.args.tensors[i].output) continue;
       out[i].resize(bufs[i].size());
       RETURN_IF_ERROR(device.copyToHost(out[i].data(), bufs[i].data(), bufs[i].size()));
     }
-    return out;
+    return Status::ok();
   }
   static std::vector<void*> bases(std::vector<rt::DeviceBuffer>& bufs) {
     std::vector<void*> out;
@@ -275,36 +200,57 @@ struct Tuner::Impl {
   }
 
   /// Gate step 1: the plan at its small shape on the GPU against the interpreter's run of the
-  /// op there (cached per shape: every plan of an op computes the same math).
-  std::map<int64_t, std::pair<std::unique_ptr<HostCall>, Status>> references;
+  /// op there (cached per shape: every plan of an op computes the same math). The shape's
+  /// inputs, on the device, and the host buffers its outputs download into serve every plan
+  /// gated there: at a per-sample op's small shape they are tens of MB.
+  struct SmallReference {
+    std::unique_ptr<HostCall> call;  // the inputs, and the interpreter's outputs
+    Status status;
+    std::vector<double> scales;  // of the interpreter's outputs (compare.h)
+    std::vector<rt::DeviceBuffer> bufs;  // the inputs on the device, once a plan has run there
+    std::vector<std::vector<std::byte>> out;
+  };
+  std::map<int64_t, SmallReference> references;
+  Chunking chunking;
 
   Status smallShapeGate(const ops::Plan& plan, const ops::Problem& key, const std::string& toolchain) {
     ops::Problem g = gateProblem(plan, key);
-    auto& [ref, refStatus] = references[g.tokens];
-    if (!ref) {
-      ref = std::make_unique<HostCall>(g, 0x5EED + uint64_t(g.tokens));
+    SmallReference& ref = references[g.tokens];
+    if (!ref.call) {
+      ref.call = std::make_unique<HostCall>(g, 0x5EED + uint64_t(g.tokens), true);
       std::vector<void*> hb;
-      for (auto& d : ref->data) hb.push_back(d.data());
-      ops::OpCall call = callOn(ref->args, hb);
+      for (auto& d : ref.call->data) hb.push_back(d.data());
+      ops::OpCall call = callOn(ref.call->args, hb);
       std::vector<std::vector<std::byte>> scratch;
       ops::ScratchAllocator alloc = [&scratch](size_t bytes) -> Expected<void*> {
         scratch.emplace_back(bytes + 256);
         return static_cast<void*>(scratch.back().data());
       };
       auto steps = ops::compose(plan, g, call, alloc);
-      refStatus = steps ? ops::runSteps(plan, *steps, interp) : steps.status();
-      if (!refStatus) refStatus = Status::error("the interpreter's reference at T=" + std::to_string(g.tokens) + ": " +
-                                                refStatus.message());
+      ref.status = steps ? ops::runSteps(plan, *steps, interp) : steps.status();
+      if (!ref.status)
+        ref.status = Status::error("the interpreter's reference at T=" + std::to_string(g.tokens) + ": " +
+                                   ref.status.message());
+      else
+        ref.scales = referenceScales(ref.call->args, ref.call->data, chunking);
     }
-    if (!refStatus) return refStatus;
-    HostCall input(g, 0x5EED + uint64_t(g.tokens));  // the same inputs as the reference's
-    ASSIGN_OR_RETURN(auto bufs, upload(input));
-    ASSIGN_OR_RETURN(auto prepared, prepare(plan, g, callOn(input.args, bases(bufs)), toolchain));
+    if (!ref.status) return ref.status;
+    if (ref.bufs.empty()) {
+      ASSIGN_OR_RETURN(ref.bufs, upload(*ref.call));
+    } else {
+      RETURN_IF_ERROR(poison(*ref.call, ref.bufs));
+    }
+    ASSIGN_OR_RETURN(auto prepared, prepare(plan, g, callOn(ref.call->args, bases(ref.bufs)), toolchain));
     RETURN_IF_ERROR(prepared->run());
-    ASSIGN_OR_RETURN(auto out, download(input, bufs));
-    Status s = compareOutputs(input.args, ref->data, out);
+    RETURN_IF_ERROR(download(*ref.call, ref.bufs, ref.out));
+    Status s = compareOutputs(ref.call->args, ref.call->data, ref.scales, ref.out, chunking);
     if (!s) return Status::error("at T=" + std::to_string(g.tokens) + " against the interpreter: " + s.message());
     return s;
+  }
+  /// After a plan fails its gate: it may have written where it should not, so the next plan's
+  /// small shape starts from freshly uploaded inputs.
+  void dropSmallShapeInputs() {
+    for (auto& [tokens, ref] : references) ref.bufs.clear();
   }
 };
 
@@ -322,17 +268,25 @@ Expected<KeyOutcome> Tuner::tune(const ops::Problem& problem, const std::string&
     return Status::error(formatKey(outcome.key) + ": nothing precompiled for this family and toolchain");
   outcome.candidates = int(candidates.size());
   m.references.clear();
+  auto secondsSince = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
 
   // The key's inputs, on the device once; each candidate writes the same output buffers.
-  HostCall host(problem, 0xF1A5 + uint64_t(problem.tokens));
+  auto phase = std::chrono::steady_clock::now();
+  HostCall host(problem, 0xF1A5 + uint64_t(problem.tokens), false);
   ASSIGN_OR_RETURN(auto bufs, m.upload(host));
   ops::OpCall call = callOn(host.args, Impl::bases(bufs));
+  outcome.inputSeconds = secondsSince(phase);
 
+  phase = std::chrono::steady_clock::now();
   std::vector<PlanTiming> timings;
   std::vector<std::unique_ptr<Impl::Prepared>> passing;
   std::vector<const Candidate*> passingCandidates;
   std::vector<std::vector<std::byte>> reference;  // the first passing candidate's outputs
+  std::vector<double> referenceScales;            // and their scales (compare.h), once per key
   std::string referenceId;
+  std::vector<std::vector<std::byte>> runs[2];    // host buffers reused by every candidate
   for (const Candidate& c : candidates) {
     ASSIGN_OR_RETURN(ops::Plan plan, ops::parsePlan(c.planJson));
     if (!ops::planApplies(plan, problem)) continue;
@@ -341,25 +295,29 @@ Expected<KeyOutcome> Tuner::tune(const ops::Problem& problem, const std::string&
     auto gate = [&]() -> Status {
       RETURN_IF_ERROR(m.smallShapeGate(plan, problem, toolchain));
       ASSIGN_OR_RETURN(auto prepared, m.prepare(plan, problem, call, toolchain));
-      std::vector<std::vector<std::byte>> runs[2];
       for (auto& r : runs) {
         RETURN_IF_ERROR(m.poison(host, bufs));
         RETURN_IF_ERROR(prepared->run());
-        ASSIGN_OR_RETURN(r, m.download(host, bufs));
+        RETURN_IF_ERROR(m.download(host, bufs, r));
       }
-      if (runs[0] != runs[1]) return Status::error("two launches at the key's shape differ: not deterministic");
+      for (size_t i = 0; i < runs[0].size(); ++i)
+        if (!sameBytes(runs[0][i], runs[1][i], m.chunking))
+          return Status::error("two launches at the key's shape differ: not deterministic");
       if (reference.empty()) {
         // The first candidate is checked at the key's shape against the interpreter's bounds
         // only at its small shape; later ones are held to it here.
         reference = std::move(runs[0]);
+        runs[0].clear();
+        referenceScales = autotune::referenceScales(host.args, reference, m.chunking);
         referenceId = c.planId;
-      } else if (Status s = compareOutputs(host.args, reference, runs[0]); !s) {
+      } else if (Status s = compareOutputs(host.args, reference, referenceScales, runs[0], m.chunking); !s) {
         return Status::error("at the key's shape against " + referenceId + ": " + s.message());
       }
       passing.push_back(std::move(prepared));
       return Status::ok();
     };
     Status s = gate();
+    if (!s) m.dropSmallShapeInputs();
     t.passedGate = s.isOk();
     t.gateMessage = s.isOk() ? "matched the interpreter at its small shape and the first candidate at the key's"
                              : s.message();
@@ -367,12 +325,18 @@ Expected<KeyOutcome> Tuner::tune(const ops::Problem& problem, const std::string&
     else passingCandidates.push_back(&c);
     timings.push_back(std::move(t));
   }
+  outcome.gateSeconds = secondsSince(phase);
+  // The gate's device and host copies are not needed past it: timing runs without them.
+  m.references.clear();
+  reference = {};
+  runs[0] = runs[1] = {};
   outcome.passed = int(passing.size());
   if (passing.empty())
     return Status::error(formatKey(outcome.key) + ": no candidate passed its correctness gate (first: " +
                          (outcome.gateFailures.empty() ? "none applies" : outcome.gateFailures.front()) + ")");
 
   // Timing: rounds of every passing candidate in a rotating order, L2 flushed before each run.
+  phase = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(rt::DeviceBuffer flush, m.device.allocate(m.options.flushBytes));
   size_t n = passing.size();
   std::vector<rt::Event> starts, ends;
@@ -435,6 +399,7 @@ Expected<KeyOutcome> Tuner::tune(const ops::Problem& problem, const std::string&
   for (size_t c = 0; c < n; ++c)
     if (median(samples[c]) <= best * (1 + 2 * m.options.selection.incumbentBand)) contenders.push_back(c);
   if (contenders.size() > 1) RETURN_IF_ERROR(timePlaced(contenders, m.options.confirmRounds));
+  outcome.timingSeconds = secondsSince(phase);
 
   std::vector<Measured> measured;
   for (size_t c = 0; c < n; ++c) {
@@ -454,7 +419,7 @@ Expected<KeyOutcome> Tuner::tune(const ops::Problem& problem, const std::string&
   RETURN_IF_ERROR(m.db.recordTuning(run));
   outcome.winner = choice.winner;
   outcome.rule = choice.rule;
-  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outcome.seconds = secondsSince(start);
   return outcome;
 }
 

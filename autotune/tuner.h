@@ -49,6 +49,10 @@ struct KeyOutcome {
   int candidates = 0, applicable = 0, passed = 0;
   std::string winner, rule;
   double seconds = 0;
+  /// Where the seconds went: drawing the key's inputs and uploading them; the gate (the small
+  /// shape's references and runs, two runs of each candidate at the key's shape, downloads and
+  /// comparisons); timing (both phases, relocations included). The rest is loading and recording.
+  double inputSeconds = 0, gateSeconds = 0, timingSeconds = 0;
   std::vector<std::string> gateFailures;  // "plan id: why", for the report
 };
 

@@ -199,9 +199,10 @@ int main(int argc, char** argv) {
       ++failed;
       std::printf("[%zu/%zu] FAILED %s\n", done, keys.size(), outcome.status().message().c_str());
     } else {
-      std::printf("[%zu/%zu] %s: %s (%d of %d applicable passed; %s) %.2f s\n", done, keys.size(),
-                  autotune::formatKey(outcome->key).c_str(), outcome->winner.c_str(), outcome->passed,
-                  outcome->applicable, outcome->rule.c_str(), outcome->seconds);
+      std::printf("[%zu/%zu] %s: %s (%d of %d applicable passed; %s) %.2f s (inputs %.2f, gate %.2f, timing %.2f)\n",
+                  done, keys.size(), autotune::formatKey(outcome->key).c_str(), outcome->winner.c_str(),
+                  outcome->passed, outcome->applicable, outcome->rule.c_str(), outcome->seconds,
+                  outcome->inputSeconds, outcome->gateSeconds, outcome->timingSeconds);
       for (const std::string& f : outcome->gateFailures) std::printf("    gate: %s\n", f.c_str());
     }
     std::fflush(stdout);
