@@ -149,12 +149,13 @@ def check_op(case, ours, reference, inputs, diff, gen):
     # torch.compile: one graph, no graph break (fullgraph), no recompile over three steps on
     # fresh tensors of the same shapes.
     torch._dynamo.reset()
+    graphs_before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     compiled = torch.compile(ours, fullgraph=True, dynamic=False)
     for _ in range(3):
         xc = [t.detach().clone().requires_grad_(i in diff) if torch.is_tensor(t) else t for i, t in enumerate(inputs)]
         co = compiled(*xc)
         cg = torch.autograd.grad(co, [xc[i] for i in diff], [u.to(o.dtype) for u, o in zip(us, co)])
-    frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    frames = torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before
     record(case, "torch.compile graphs", frames, 1, frames == 1, "over 3 steps, fullgraph")
     for j, (a, b) in enumerate(zip(co, outs)):
         same_bits(case, f"compile output {j}", a, b)
