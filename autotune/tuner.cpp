@@ -18,7 +18,7 @@
 namespace mxfp6::autotune {
 namespace {
 
-/// The launch-metadata schema precompile writes (tools/mxfp6c/precompile_db.cpp); objects with
+/// The launch-metadata schema precompile writes (compiler/precompile/precompile.h); objects with
 /// another are stale and never loaded as current.
 constexpr int kMetadataSchema = 1;
 

@@ -1,7 +1,7 @@
 # Precompiled code objects: mxfp6c run at build time over a DSL kernel, one code object (and its
-# .json metadata) per configuration. Included by tests/gpu (build/gpu_kernels) and bench
-# (its extra objects there and in build/gpu_kernels/bench); needs the mxfp6c target, so only
-# with MXFP6_BUILD_COMPILER.
+# .json metadata) per configuration. Included by tests/gpu (build/gpu_kernels, and the op table's
+# candidates in build/gpu_kernels/candidates) and bench (its extra objects there and in
+# build/gpu_kernels/bench); needs the mxfp6c target, so only with MXFP6_BUILD_COMPILER.
 include_guard(GLOBAL)
 
 # A cubin when ptxas is installed, else PTX (the driver JITs it); decided once per configure.
@@ -42,4 +42,30 @@ function(mxfp6_code_objects)
     list(APPEND outputs ${out})
   endforeach()
   set(${arg_OUTPUTS} ${outputs} PARENT_SCOPE)
+endfunction()
+
+# mxfp6_candidate_objects(OUT_DIR dir SHAPES file TARGETS targets STAMP var): every candidate code
+# object of every plan family the shape set needs (ops/op_table.cpp), as `mxfp6c precompile
+# --shapes FILE -o DIR` writes them (mxfp6_code_objects()'s names and metadata, refused, spilling
+# and duplicate-code candidates pruned). One command for the whole set, since the op table decides
+# the files; its output is a stamp, set in <var>. Objects whose bytes did not change are not
+# rewritten. OUT_DIR must hold nothing else: no mxfp6_code_objects() output may go there.
+function(mxfp6_candidate_objects)
+  cmake_parse_arguments(PARSE_ARGV 0 arg "" "OUT_DIR;SHAPES;TARGETS;STAMP" "")
+  foreach(required OUT_DIR SHAPES TARGETS STAMP)
+    if(NOT arg_${required})
+      message(FATAL_ERROR "mxfp6_candidate_objects: ${required} is required")
+    endif()
+  endforeach()
+  file(GLOB _dsl CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels_dsl/*.mxk)
+  set(stamp ${arg_OUT_DIR}.stamp)
+  add_custom_command(
+    OUTPUT ${stamp}
+    COMMAND $<TARGET_FILE:mxfp6c> precompile --shapes ${CMAKE_SOURCE_DIR}/${arg_SHAPES} --targets ${arg_TARGETS}
+            -o ${arg_OUT_DIR}
+    COMMAND ${CMAKE_COMMAND} -E touch ${stamp}
+    # mxfp6c holds the op table (ops/op_table.cpp is compiled into it).
+    DEPENDS mxfp6c ${_dsl} ${CMAKE_SOURCE_DIR}/${arg_SHAPES}
+    COMMENT "mxfp6c: the candidates of ${arg_SHAPES} for ${arg_TARGETS}")
+  set(${arg_STAMP} ${stamp} PARENT_SCOPE)
 endfunction()

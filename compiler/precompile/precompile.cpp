@@ -144,13 +144,13 @@ std::string toolchainFingerprint() {
   return std::string("mxfp6c ") + MXFP6_COMPILER_HASH + "; LLVM " + LLVM_VERSION_STRING + "; " + ptxas;
 }
 
-Expected<Report> precompileFamilies(autotune::KernelDb& db, const std::vector<FamilyRequest>& requests,
-                                    const Options& options) {
-  auto start = std::chrono::steady_clock::now();
-  Report report;
-  report.toolchain = toolchainFingerprint();
+namespace {
 
-  // The families asked for, those not yet precompiled.
+/// The families asked for (duplicates dropped, every one listed in the report), those `wanted`
+/// says to compile with their candidate plans.
+Expected<std::vector<FamilyWork>> collectFamilies(const std::vector<FamilyRequest>& requests, const Options& options,
+                                                  Report& report,
+                                                  const std::function<Expected<bool>(const FamilyKey&)>& wanted) {
   std::vector<FamilyWork> families;
   std::set<FamilyKey> seen;
   for (const FamilyRequest& r : requests) {
@@ -160,18 +160,24 @@ Expected<Report> precompileFamilies(autotune::KernelDb& db, const std::vector<Fa
     FamilyKey key{r.problem.op->name, r.problem.variantText(), r.target, r.problem.sizes(), keyToolchain};
     if (!seen.insert(key).second) continue;
     report.families.push_back(key);
-    ASSIGN_OR_RETURN(std::vector<autotune::Candidate> existing, db.candidates(key));
-    if (!existing.empty() && !options.force) {
-      ++report.skipped;
-      continue;
-    }
-    families.push_back({key, ops::candidatePlans(*r.problem.op, r.problem.variant, r.problem.size), {}});
+    ASSIGN_OR_RETURN(bool compile, wanted(key));
+    if (compile) families.push_back({key, ops::candidatePlans(*r.problem.op, r.problem.variant, r.problem.size), {}});
   }
+  return families;
+}
 
-  // Distinct compiles: a kernel at one config serves every family that launches it.
+/// The families' compiles, and each family's candidates that survive pruning.
+struct Compiled {
   std::vector<Job> jobs;
-  std::map<std::string, size_t> jobIndex;
   std::map<std::string, std::pair<std::string, std::string>> sources;  // file -> (text, hash)
+  std::vector<std::pair<FamilyKey, std::vector<autotune::Candidate>>> families;
+};
+
+Expected<Compiled> compileAndPrune(std::vector<FamilyWork>& families, const Options& options, Report& report) {
+  Compiled out;
+  std::vector<Job>& jobs = out.jobs;
+  // Distinct compiles: a kernel at one config serves every family that launches it.
+  std::map<std::string, size_t> jobIndex;
   for (FamilyWork& f : families) {
     const ops::OpSpec* op = ops::findOp(f.key.op);
     for (const ops::Plan& plan : f.plans) {
@@ -182,9 +188,9 @@ Expected<Report> precompileFamilies(autotune::KernelDb& db, const std::vector<Fa
         auto [it, inserted] = jobIndex.emplace(id, jobs.size());
         if (inserted) jobs.push_back({file, l.kernel, l.config, f.key.target});
         launchJobs.push_back(it->second);
-        if (!sources.count(file)) {
+        if (!out.sources.count(file)) {
           ASSIGN_OR_RETURN(std::string text, readText(options.dslDir + "/" + file));
-          sources[file] = {text, sha256Hex(text)};
+          out.sources[file] = {text, sha256Hex(text)};
         }
       }
       f.jobs.push_back(std::move(launchJobs));
@@ -192,9 +198,9 @@ Expected<Report> precompileFamilies(autotune::KernelDb& db, const std::vector<Fa
   }
   report.compiles = jobs.size();
   unsigned workers = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
-  compileAll(jobs, sources, report.toolchain, workers, options.progress);
+  compileAll(jobs, out.sources, report.toolchain, workers, options.progress);
 
-  // Prune what cannot win, then write each family in one transaction.
+  // Prune what cannot win.
   for (FamilyWork& f : families) {
     std::vector<autotune::Candidate> candidates;
     std::map<std::vector<std::string>, std::string> byObjects;  // code objects -> first plan's id
@@ -232,13 +238,43 @@ Expected<Report> precompileFamilies(autotune::KernelDb& db, const std::vector<Fa
       return Status::error("every candidate of " + f.key.op + " (" + f.key.variant + " " + f.key.sizes + ") for " +
                            f.key.target + " was pruned" +
                            (report.pruneReasons.empty() ? "" : ": " + report.pruneReasons.rbegin()->first));
-    std::set<std::string> needed;
-    for (const auto& c : candidates) needed.insert(c.objects.begin(), c.objects.end());
-    for (const Job& job : jobs) {
+    out.families.emplace_back(f.key, std::move(candidates));
+  }
+  return out;
+}
+
+/// The objects the candidates launch.
+std::set<std::string> launchedObjects(const std::vector<autotune::Candidate>& candidates) {
+  std::set<std::string> needed;
+  for (const auto& c : candidates) needed.insert(c.objects.begin(), c.objects.end());
+  return needed;
+}
+
+}  // namespace
+
+Expected<Report> precompileFamilies(autotune::KernelDb& db, const std::vector<FamilyRequest>& requests,
+                                    const Options& options) {
+  auto start = std::chrono::steady_clock::now();
+  Report report;
+  report.toolchain = toolchainFingerprint();
+  // The families not yet precompiled.
+  auto absent = [&](const FamilyKey& key) -> Expected<bool> {
+    ASSIGN_OR_RETURN(std::vector<autotune::Candidate> existing, db.candidates(key));
+    if (existing.empty() || options.force) return true;
+    ++report.skipped;
+    return false;
+  };
+  ASSIGN_OR_RETURN(std::vector<FamilyWork> families, collectFamilies(requests, options, report, absent));
+  ASSIGN_OR_RETURN(Compiled compiled, compileAndPrune(families, options, report));
+
+  // Each family in one transaction, with the objects its candidates launch.
+  for (const auto& [key, candidates] : compiled.families) {
+    std::set<std::string> needed = launchedObjects(candidates);
+    for (const Job& job : compiled.jobs) {
       if (!job.ok || !needed.count(job.object.sha256)) continue;
       ASSIGN_OR_RETURN(bool has, db.hasObject(job.object.sha256));
       if (has) continue;
-      const auto& [text, hash] = sources[job.file];
+      const auto& [text, hash] = compiled.sources.at(job.file);
       RETURN_IF_ERROR(db.putSource(job.file, text).status());
       RETURN_IF_ERROR(db.putObject(job.object));
       ++report.objectsStored;
@@ -248,6 +284,29 @@ Expected<Report> precompileFamilies(autotune::KernelDb& db, const std::vector<Fa
   }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;
+}
+
+Expected<CompiledFamilies> compileFamilies(const std::vector<FamilyRequest>& requests, const Options& options,
+                                           Report& report) {
+  auto start = std::chrono::steady_clock::now();
+  report = Report{};
+  report.toolchain = toolchainFingerprint();
+  auto every = [](const FamilyKey&) -> Expected<bool> { return true; };
+  ASSIGN_OR_RETURN(std::vector<FamilyWork> families, collectFamilies(requests, options, report, every));
+  ASSIGN_OR_RETURN(Compiled compiled, compileAndPrune(families, options, report));
+  CompiledFamilies out;
+  std::set<std::string> needed;
+  for (auto& family : compiled.families) {
+    std::set<std::string> launched = launchedObjects(family.second);
+    needed.insert(launched.begin(), launched.end());
+    out.families.push_back(std::move(family));
+  }
+  std::set<std::string> taken;
+  for (Job& job : compiled.jobs)
+    if (job.ok && needed.count(job.object.sha256) && taken.insert(job.object.sha256).second)
+      out.objects.push_back(std::move(job.object));
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
 }
 
 }  // namespace mxfp6::precompile

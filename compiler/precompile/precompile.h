@@ -1,6 +1,7 @@
 // Precompile: every candidate plan of a key family, compiled into the kernel database
-// (docs/architecture.md, "Precompile"). Shared by `mxfp6c precompile --shapes` and by the server,
-// which precompiles a family on a miss. Links the compiler (MLIR/LLVM).
+// (docs/architecture.md, "Precompile") or into a folder of code objects. Shared by
+// `mxfp6c precompile --shapes` and by the server, which precompiles a family on a miss. Links the
+// compiler (MLIR/LLVM).
 //
 // Per family (op, variant, target, sizes, toolchain): the op's candidate plans; their distinct
 // (kernel, config, target) compiles run on a pool of threads; then plans that cannot win are
@@ -63,9 +64,21 @@ struct Report {
 };
 
 /// Precompiles the families (duplicates ignored). Errors: an unreadable .mxk file, a family whose
-/// every candidate was pruned (naming it), a database error. Families written before an error
-/// stay written (each is its own transaction).
+/// every candidate was pruned (naming it; reported before anything is written), a database error.
+/// Families written before a database error stay written (each is its own transaction).
 Expected<Report> precompileFamilies(autotune::KernelDb& db, const std::vector<FamilyRequest>& requests,
                                     const Options& options);
+
+/// Every family's candidates after pruning, and the code objects they launch.
+struct CompiledFamilies {
+  std::vector<std::pair<autotune::FamilyKey, std::vector<autotune::Candidate>>> families;
+  std::vector<autotune::CodeObject> objects;  // each launched object once, in the order compiled
+};
+
+/// The same compiles and pruning as precompileFamilies, stored nowhere (`options.force` does not
+/// apply: every family is compiled): what `mxfp6c precompile --shapes -o DIR` writes to a folder.
+/// `report` gets the compile and pruning counts. Errors as precompileFamilies'.
+Expected<CompiledFamilies> compileFamilies(const std::vector<FamilyRequest>& requests, const Options& options,
+                                           Report& report);
 
 }  // namespace mxfp6::precompile

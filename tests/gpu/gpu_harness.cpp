@@ -52,16 +52,20 @@ std::string configTag(const rt::KernelMetadata& metadata) {
 
 std::string benchKernelsDir() { return (fs::path(gpuKernelsDir()) / "bench").string(); }
 
-std::vector<CodeObject> findCodeObjects(const std::string& kernel, const std::string& dir) {
+std::string candidatesDir() { return (fs::path(gpuKernelsDir()) / "candidates").string(); }
+
+std::vector<CodeObject> findCodeObjects(const std::string& kernel, const std::vector<std::string>& dirs) {
   std::vector<CodeObject> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.path().extension() != ".json") continue;
-    Expected<rt::KernelMetadata> meta = rt::parseKernelMetadata(readFile(entry.path()));
-    if (!meta || meta->kernel != kernel) continue;
-    fs::path code = entry.path();
-    code.replace_extension();  // "<file>.json" -> "<file>"
-    found.push_back({code.string(), readFile(code), *meta});
+  for (const std::string& dir : dirs) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (entry.path().extension() != ".json") continue;
+      Expected<rt::KernelMetadata> meta = rt::parseKernelMetadata(readFile(entry.path()));
+      if (!meta || meta->kernel != kernel) continue;
+      fs::path code = entry.path();
+      code.replace_extension();  // "<file>.json" -> "<file>"
+      found.push_back({code.string(), readFile(code), *meta});
+    }
   }
   std::sort(found.begin(), found.end(), [](const CodeObject& a, const CodeObject& b) { return a.path < b.path; });
   return found;

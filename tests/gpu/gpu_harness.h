@@ -37,9 +37,15 @@ struct CodeObject {
 /// the Flux shapes would take a device call's time.
 std::string benchKernelsDir();
 
-/// Every code object in `dir` whose metadata names `kernel` (sorted by path). Each is a file with
-/// its metadata in `<file>.json`.
-std::vector<CodeObject> findCodeObjects(const std::string& kernel, const std::string& dir = gpuKernelsDir());
+/// The op table's candidates for the Flux shape set (`mxfp6c precompile --shapes -o`, built by
+/// cmake/Mxfp6Kernels.cmake): gpuKernelsDir()/candidates.
+std::string candidatesDir();
+
+/// Every code object in the folders whose metadata names `kernel` (sorted by path). Each is a
+/// file with its metadata in `<file>.json`. By default the GPU tests' own objects and the op
+/// table's candidates; the benchmark's (benchKernelsDir()) only where a test names them.
+std::vector<CodeObject> findCodeObjects(const std::string& kernel,
+                                        const std::vector<std::string>& dirs = {gpuKernelsDir(), candidatesDir()});
 
 /// A code object's configuration as "KEY=value,..." (every bound size and tunable, sorted by
 /// key): the schedule column of the tests' RESULT lines.

@@ -3,8 +3,9 @@
 // and scale mode, on data with ordinary values, zero blocks, bf16 subnormals, values at the
 // format's saturation, and NaN/Inf blocks. Outputs poisoned before each launch; two launches
 // bit-identical. The GPU tests' own schedules (C = 3072) at Flux's R, and the benchmark's other
-// schedules (build/gpu_kernels/bench: C = 9216, 12288, 21504) at smaller R, so every packer the
-// benchmark can choose has passed here.
+// schedules (build/gpu_kernels/bench: C = 9216, 12288, 21504) and the op table's candidates
+// (build/gpu_kernels/candidates: every width of the Flux shape set) at smaller R, so every packer
+// the benchmark or the tuner can choose has passed here.
 
 #include <gtest/gtest.h>
 
@@ -89,11 +90,19 @@ class Operands {
 };
 
 /// Whose code objects a test checks: the GPU tests' own (every packer at C = 3072), or the
-/// benchmark's other schedules (the other GEMM operand widths), at smaller R.
+/// benchmark's other schedules and the op table's candidates (every GEMM operand width), at
+/// smaller R.
 enum class Schedules { Tests, Bench };
 
-std::string objectsDir(Schedules s) {
-  return s == Schedules::Tests ? gputest::gpuKernelsDir() : gputest::benchKernelsDir();
+std::vector<std::string> objectsDirs(Schedules s) {
+  if (s == Schedules::Tests) return {gputest::gpuKernelsDir()};
+  return {gputest::benchKernelsDir(), gputest::candidatesDir()};
+}
+
+std::string objectsDirsText(Schedules s) {
+  std::string text;
+  for (const std::string& dir : objectsDirs(s)) text += (text.empty() ? "" : " and ") + dir;
+  return text;
 }
 
 const char* schedulesName(Schedules s) { return s == Schedules::Tests ? "Tests" : "Bench"; }
@@ -132,8 +141,8 @@ TEST_P(MxPackRowsGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
   rt::Device* dev = gputest::device(&whyNot);
   if (!dev) GTEST_SKIP() << whyNot;
   auto [schedules, rows] = GetParam();
-  auto objects = gputest::findCodeObjects("mxfp6_pack_rows", objectsDir(schedules));
-  ASSERT_FALSE(objects.empty()) << "no mxfp6_pack_rows code objects in " << objectsDir(schedules);
+  auto objects = gputest::findCodeObjects("mxfp6_pack_rows", objectsDirs(schedules));
+  ASSERT_FALSE(objects.empty()) << "no mxfp6_pack_rows code objects in " << objectsDirsText(schedules);
   Operands<mx::PackedBlobs> operands(rows, 31 + rows);
   std::string error;
   for (const gputest::CodeObject& obj : objects) {
@@ -225,8 +234,8 @@ TEST_P(MxPackTilesGpu, BitExactAgainstTheCpuEncoderInEveryFormatAndMode) {
   if (!dev) GTEST_SKIP() << whyNot;
   auto [schedules, name, blocks] = GetParam();
   bool dual = name == "mxfp6_pack_dual";
-  auto objects = gputest::findCodeObjects(name, objectsDir(schedules));
-  ASSERT_FALSE(objects.empty()) << "no " << name << " code objects in " << objectsDir(schedules);
+  auto objects = gputest::findCodeObjects(name, objectsDirs(schedules));
+  ASSERT_FALSE(objects.empty()) << "no " << name << " code objects in " << objectsDirsText(schedules);
   int64_t rows = blocks * 32;
   Operands<mx::DualBlobs> operands(rows, 77 + blocks);
   std::string error;
@@ -289,8 +298,8 @@ INSTANTIATE_TEST_SUITE_P(Tiles, MxPackTilesGpu,
                          ::testing::Combine(::testing::Values(Schedules::Tests), kPackers,
                                             ::testing::Values(int64_t{512}, int64_t{24}, int64_t{3})),
                          tilesTestName);
-// The benchmark's wide tiles (C = 9216 to 21504, HB = 4) at 2048 rows (16 groups: thousands of
-// programs) and 768.
+// The benchmark's wide tiles (C = 9216 to 21504, HB = 4) and the candidates (C = 3072 to 21504)
+// at 2048 rows (16 groups: thousands of programs) and 768.
 INSTANTIATE_TEST_SUITE_P(BenchTiles, MxPackTilesGpu,
                          ::testing::Combine(::testing::Values(Schedules::Bench), kPackers,
                                             ::testing::Values(int64_t{64}, int64_t{24})),
@@ -300,8 +309,8 @@ INSTANTIATE_TEST_SUITE_P(Rows, MxPackRowsGpu,
                          ::testing::Combine(::testing::Values(Schedules::Tests),
                                             ::testing::Values(int64_t{16384}, int64_t{5})),
                          rowsTestName);
-// The benchmark's row packers at C = 9216 to 21504: 2048 rows and a ragged 5 (ROWS = 2 programs
-// past the last row).
+// The benchmark's row packers at C = 9216 to 21504 and the candidates (C = 3072 to 21504): 2048
+// rows and a ragged 5 (ROWS = 2 programs past the last row).
 INSTANTIATE_TEST_SUITE_P(BenchRows, MxPackRowsGpu,
                          ::testing::Combine(::testing::Values(Schedules::Bench),
                                             ::testing::Values(int64_t{2048}, int64_t{5})),

@@ -1009,15 +1009,16 @@ TileReference tileReference(const Problem& p, const BwdInputs& in) {
   return ref;
 }
 
-/// Checks every prologue code object in `dir` (both kernels: each schedule's kernel without the
-/// bf16 output against its _bf16 twin) at `shape` and `layout`; the column scales' transpose and
-/// the dw reduction are the GPU tests' own objects.
-void checkPrologueObjects(rt::Device& dev, const std::string& dir, const Shape& shape, Layout layout) {
-  auto withBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack_bf16", dir);
-  auto withoutBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack", dir);
+/// Checks every prologue code object in `dirs` (both kernels: each schedule's kernel without the
+/// bf16 output against its _bf16 twin, which must be in `dirs` too) at `shape` and `layout`; the
+/// column scales' transpose and the dw reduction are the GPU tests' own objects and the
+/// candidates.
+void checkPrologueObjects(rt::Device& dev, const std::vector<std::string>& dirs, const Shape& shape, Layout layout) {
+  auto withBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack_bf16", dirs);
+  auto withoutBf16 = gputest::findCodeObjects("norm_rope_qkv_bwd_pack", dirs);
   auto reduceObjects = gputest::findCodeObjects("norm_rope_dw_reduce");
   auto scalesObjects = gputest::findCodeObjects("mxfp6_scales_transpose");
-  ASSERT_FALSE(withBf16.empty() || withoutBf16.empty()) << "missing prologue code objects in " << dir;
+  ASSERT_FALSE(withBf16.empty() || withoutBf16.empty()) << "missing prologue code objects in " << dirs.front();
   ASSERT_FALSE(reduceObjects.empty() || scalesObjects.empty()) << "missing code objects in " << gputest::gpuKernelsDir();
   std::string error;
   auto reduce = gputest::instantiateDsl(kDsl, "norm_rope_dw_reduce", reduceObjects.front().metadata.config, error);
@@ -1109,19 +1110,20 @@ class NormRopePrologueGpu : public NormRopeGpu {};
 
 TEST_P(NormRopePrologueGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
   auto [shape, layout] = GetParam();
-  checkPrologueObjects(*dev, gputest::gpuKernelsDir(), shape, layout);
+  checkPrologueObjects(*dev, {gputest::gpuKernelsDir()}, shape, layout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, NormRopePrologueGpu, tileShapesAndLayouts(), layoutTestName);
 
-// The benchmark's other prologue schedules (build/gpu_kernels/bench), at 2048 tokens x 24 heads
-// (1536 tiles: every SM busy) and the wrapping small shape: at T = 16384 their 24 objects would
-// take most of a device call.
+// The benchmark's other prologue schedules (build/gpu_kernels/bench) and the op table's
+// candidates (build/gpu_kernels/candidates; their _bf16 twins are among the benchmark's), at 2048
+// tokens x 24 heads (1536 tiles: every SM busy) and the wrapping small shape: at T = 16384 their
+// objects would take most of a device call.
 class NormRopePrologueBenchGpu : public NormRopeGpu {};
 
 TEST_P(NormRopePrologueBenchGpu, PacksTheBackwardBitExactlyAndIsDeterministic) {
   auto [shape, layout] = GetParam();
-  checkPrologueObjects(*dev, gputest::benchKernelsDir(), shape, layout);
+  checkPrologueObjects(*dev, {gputest::benchKernelsDir(), gputest::candidatesDir()}, shape, layout);
 }
 
 INSTANTIATE_TEST_SUITE_P(BenchSchedules, NormRopePrologueBenchGpu,

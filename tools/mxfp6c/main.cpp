@@ -6,6 +6,7 @@
 //                  [--emit ast|kir|mlir|llvm|ptx|cubin|hsaco|isa] [-o OUT]
 //   mxfp6c precompile PATH... -o DIR [--targets T1,T2,...]
 //   mxfp6c precompile --shapes FILE --db DB [--targets T1,T2,...] [--jobs N] [--force]
+//   mxfp6c precompile --shapes FILE -o DIR [--targets T1,T2,...] [--jobs N]
 //   mxfp6c pin KEY --db DB (--plan ID | --config K=V,...) --why TEXT [--who NAME] [--expires ISO]
 //   mxfp6c unpin KEY --db DB
 //   mxfp6c run FILE --kernel NAME --in X=x.npy,... --out DIR [--config K=V,...]
@@ -27,7 +28,7 @@
 #include "compiler/frontend/knobs.h"
 #include "tools/mxfp6c/fetch.h"
 #include "tools/mxfp6c/pin.h"
-#include "tools/mxfp6c/precompile_db.h"
+#include "tools/mxfp6c/precompile_shapes.h"
 #include "tools/mxfp6c/resource_report.h"
 #include "tools/mxfp6c/run.h"
 
@@ -46,6 +47,7 @@ const char* kUsageText =
     "                 [--emit ast|kir|mlir|llvm|ptx|cubin|hsaco|isa] [-o OUT]\n"
     "  mxfp6c precompile PATH... -o DIR [--targets sm_90,gfx942,gfx950]\n"
     "  mxfp6c precompile --shapes FILE --db DB [--targets sm_90,gfx942,gfx950] [--jobs N] [--force]\n"
+    "  mxfp6c precompile --shapes FILE -o DIR [--targets sm_90,gfx942,gfx950] [--jobs N]\n"
     "  mxfp6c pin KEY --db DB (--plan ID | --config K=V,...) --why TEXT [--who NAME] [--expires ISO]\n"
     "                 [--toolchain FP]\n"
     "  mxfp6c unpin KEY --db DB [--toolchain FP]\n"
@@ -336,10 +338,13 @@ int main(int argc, char** argv) {
   }
   if (cmd == "pin" || cmd == "unpin") return cli::pinCommand(cmd, args->positional, args->flags);
   if (cmd == "fetch") return args->positional.empty() ? cli::fetchCommand(args->flags) : (std::cerr << kUsageText, kUsage);
+  // With --shapes: the shape set's candidates into a database (--db) or a folder (-o).
   if (args->flags.count("--shapes") || args->flags.count("--db")) {
-    if (!args->flags.count("--shapes") || !args->flags.count("--db") || !args->positional.empty() || args->flags.count("-o"))
+    bool toDb = args->flags.count("--db") > 0, toFolder = args->flags.count("-o") > 0;
+    if (!args->flags.count("--shapes") || toDb == toFolder || !args->positional.empty() ||
+        (toFolder && args->flags.count("--force")))
       return std::cerr << kUsageText, kUsage;
-    return cli::precompileIntoDb(args->flags);
+    return toDb ? cli::precompileIntoDb(args->flags) : cli::precompileIntoFolder(args->flags);
   }
   return cmdPrecompile(*args);
 }
