@@ -66,10 +66,10 @@ class Spec:
         training = torch.is_grad_enabled() and any(
             getattr(args[i], "requires_grad", False) for i in self.differentiable)
         if training:
-            for i in self.constants:
+            for i, name in self.constants.items():
                 if getattr(args[i], "requires_grad", False):
-                    raise ValueError(f"mxfp6.{public}: argument {i} (a rotary table) requires grad, and the op does not "
-                                     "differentiate it: detach it (it is a constant of the model)")
+                    raise ValueError(f"mxfp6.{public}: argument '{name}' (a rotary table) requires grad, and the op "
+                                     "does not differentiate it: detach it (it is a constant of the model)")
         if self.forward_op is not None and _compiling():
             return self.forward_op(*args)
         if not training:
@@ -148,7 +148,8 @@ NORM_ROPE_QKV = Spec(
     _launched(_calls.qkv_bwd),
     f"(Tensor dq, Tensor dk, Tensor dv, {_QKV_ARGS}, Tensor q_rstd, Tensor k_rstd, str layout, int pos_div) -> "
     "(Tensor, Tensor)", _qkv_bwd_fake,
-    _qkv_save, _qkv_backward_args, _qkv_input_grads, differentiable=(0, 1, 2), constants=(3, 4, 5, 6),
+    _qkv_save, _qkv_backward_args, _qkv_input_grads, differentiable=(0, 1, 2),
+    constants={3: "cos", 4: "sin", 5: "k_cos", 6: "k_sin"},
     non_differentiable_outputs=(3, 4)) if torch is not None else None
 
 
@@ -234,7 +235,7 @@ NORM_ROPE_HEADS = Spec(
     lambda a, out: ((a[0], a[1], a[2], a[3], out[1]), {"pos_div": a[4], "dtype": a[1].dtype}),
     lambda s, e, g: (_contiguous(g[0]), s[0], s[1], s[2], s[3], s[4], e["pos_div"]),
     lambda out, e: (out[0], out[1].to(e["dtype"]), None, None, None, None),
-    differentiable=(0, 1), constants=(2, 3), non_differentiable_outputs=(1,)) if torch is not None else None
+    differentiable=(0, 1), constants={2: "cos", 3: "sin"}, non_differentiable_outputs=(1,)) if torch is not None else None
 
 
 # LN-modulate -------------------------------------------------------------------------------
@@ -264,7 +265,7 @@ LN_MODULATE = Spec(
     lambda a, out: ((a[0], a[1], out[1], out[2]), {"n": a[3], "layout": a[4]}),
     lambda s, e, g: (_contiguous(g[0]), s[0], s[1], s[2], s[3], e["n"], e["layout"]),
     lambda out, e: (out[0], out[1], out[2], None, None, None),
-    differentiable=(0, 1, 2), constants=(), non_differentiable_outputs=(1, 2)) if torch is not None else None
+    differentiable=(0, 1, 2), constants={}, non_differentiable_outputs=(1, 2)) if torch is not None else None
 
 
 # MXFP6 packers (not differentiable: blobs) ---------------------------------------------------
