@@ -21,16 +21,31 @@ def fail(public, message):
     raise ValueError(f"mxfp6.{public}: {message}")
 
 
+_dtype_names = {}  # dtype object -> _DTYPES name, filled as dtypes are first seen
+
+
+def _dtype_name(dtype):
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _DTYPES.get(str(dtype))
+        if name is not None:
+            _dtype_names[dtype] = name
+    return name
+
+
 def tensor(public, name, t, device=None):
     """Checks that `t` is a tensor on a CUDA device (the device of the call's first tensor)."""
-    if not all(hasattr(t, a) for a in ("data_ptr", "shape", "stride", "dtype", "device")):
+    try:
+        t_device, dtype = t.device, t.dtype
+        t.data_ptr, t.stride, t.shape  # noqa: B018 (a tensor's attributes, read to check them)
+    except AttributeError:
         fail(public, f"argument '{name}' must be a tensor, got {type(t).__name__}")
-    if t.device.type != "cuda":
-        fail(public, f"argument '{name}' must be on a CUDA device, got {t.device}")
-    if device is not None and t.device != device:
-        fail(public, f"argument '{name}' is on {t.device}, the call's other tensors on {device}")
-    if str(t.dtype) not in _DTYPES:
-        fail(public, f"argument '{name}' has dtype {t.dtype}, which no kernel takes")
+    if t_device.type != "cuda":
+        fail(public, f"argument '{name}' must be on a CUDA device, got {t_device}")
+    if device is not None and t_device != device:
+        fail(public, f"argument '{name}' is on {t_device}, the call's other tensors on {device}")
+    if _dtype_name(dtype) is None:
+        fail(public, f"argument '{name}' has dtype {dtype}, which no kernel takes")
     return t
 
 
@@ -51,7 +66,7 @@ class View:
 def _fill(nt, name, t):
     nt.name = name
     nt.tensor.data = t.data_ptr()
-    nt.tensor.dtype = _lib.DTYPES[_DTYPES[str(t.dtype)]]
+    nt.tensor.dtype = _lib.DTYPES[_dtype_name(t.dtype)]
     shape, strides = tuple(t.shape), tuple(t.stride())
     nt.tensor.ndim = len(shape)
     for d, (s, st) in enumerate(zip(shape, strides)):
@@ -132,11 +147,12 @@ class Call:
                 if _lib.client.mxc_op_load(op.handle, _device(device), err, len(err)) != _lib.SUCCESS:
                     raise RuntimeError(f"mxfp6.{self.public}: {_lib.text(err.value)}")
                 op.loaded.add(device.index)
-            prepared = conn._prepared[sig] = (op,) + arrays
+            # (op, tensor array, scalar array, each tensor's mxrt_tensor: where its address goes)
+            prepared = conn._prepared[sig] = (op,) + arrays + ([nt.tensor for nt in arrays[0]],)
         else:
-            for nt, (_, t) in zip(prepared[1], self.tensors):
-                nt.tensor.data = t.data_ptr()
-        op, ts, ss = prepared
+            for slot, (_, t) in zip(prepared[3], self.tensors):
+                slot.data = t.data_ptr()
+        op, ts, ss, _ = prepared
         stream = torch.cuda.current_stream(device)
         span = _profile.begin(stream) if _profile.enabled else None
         _scratch.device, _scratch.keep = device, []
