@@ -11,6 +11,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
   libgtest-dev libgmock-dev
   binutils file python3 python3-pip
+  python3-numpy python3-torch
   g++-12
 )
 

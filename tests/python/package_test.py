@@ -317,6 +317,19 @@ class Package(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "'x' must be on a CUDA device"):
             mxfp6.ln_modulate(x, s, s, tokens_per_sample=32)
 
+    @unittest.skipUnless(TORCH, "torch is not installed: the ops on real torch tensors are not exercised here")
+    def test_a_rotary_table_requiring_grad_is_refused_by_name(self):
+        import torch
+        self.embedded()
+        m = torch.zeros(64, 768, dtype=torch.bfloat16, requires_grad=True)
+        w = torch.ones(128, dtype=torch.bfloat16)
+        table = torch.ones(64, 64)
+        with self.assertRaisesRegex(ValueError, "'k_sin' \\(a rotary table\\) requires grad"):
+            mxfp6.norm_rope(m, w, w, table, table, table, table.clone().requires_grad_())
+        with self.assertRaisesRegex(ValueError, "'cos' \\(a rotary table\\) requires grad"):
+            mxfp6.norm_rope_heads(torch.zeros(64, 2, 128, dtype=torch.bfloat16, requires_grad=True), w,
+                                  table.clone().requires_grad_(), table)
+
     def test_custom_ops_registered_with_torch_2_4(self):
         if not TORCH:
             self.skipTest("torch is not installed: nothing to register the custom ops with")
@@ -339,6 +352,16 @@ class Install(unittest.TestCase):
             mxfp6._lib.search_dirs = search
         self.assertIn("tried /no/such/dir (MXFP6_LIB_DIR): no libmxfp6rt.so", str(e.exception))
         self.assertIn("/no/other (next to the package)", str(e.exception))
+
+    def test_imports_and_connects_without_torch(self):
+        # torch made unimportable (a None entry in sys.modules): connect and prefetch need none.
+        code = ("import sys; sys.modules['torch'] = None; import mxfp6; "
+                "mxfp6.connect('sqlite:///no/such/kernels.db')")
+        out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")),
+                             capture_output=True, text=True)
+        self.assertIn("ConnectError", out.stderr)  # got as far as connecting
+        self.assertNotIn("ModuleNotFoundError", out.stderr)
+        self.assertNotIn("ImportError", out.stderr)
 
     def test_installs_offline_and_finds_the_build_tree(self):
         target = tempfile.mkdtemp(prefix="mxfp6-install-")
