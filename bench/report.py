@@ -260,7 +260,7 @@ def markdown(doc):
         row += [ours.get("config", "—"), _target_cell(rec, v.get("copy", "—")), v.get("torch_compile", "—"),
                 v.get("triton", "—")]
         out.append("| " + " | ".join(str(c) for c in row) + " |")
-    out += _standing(doc)
+    out += _standing(doc) + _tuned_table(doc)
     out += _schedules_table(doc) + _launches_table(doc) + _baselines_table(doc) + _amd_table(doc) + _host_table(doc)
     out += _problems(doc)
     return "\n".join(out) + "\n"
@@ -324,6 +324,36 @@ def _schedules_table(doc):
                        f"{_num(e.get('tbps'), '.2f')} | {_num((e.get('copy_ratio') or 0) * 100, '.1f')} | "
                        f"{(e.get('resources') or {}).get('registers', '—')} | {check} |")
     return out
+
+
+TUNED_REGRET_TARGET = 0.02  # docs/architecture.md section 8: the tuner's winner within 2 % of the best plan
+
+
+def _tuned_table(doc):
+    # run.py --db: each key's selection beside the fastest plan this run timed (bench/tuned.py).
+    rows, within, measured = [], 0, 0
+    for rec in _sorted(doc.get("results", [])):
+        t = (rec.get("impls", {}).get("mxfp6c") or {}).get("tuned")
+        if t is None:
+            continue
+        ours = rec["impls"]["mxfp6c"]
+        if t.get("regret") is None:
+            rows.append(f"| {rec['kernel']} | {_shape(rec)} | {t.get('key', '—')} | {t.get('config', '—')} | — | "
+                        f"{ours.get('config', '—')} | {_us(ours)} | — | {t.get('error', '?')} |")
+            continue
+        measured += 1
+        ok = t["regret"] <= TUNED_REGRET_TARGET
+        within += ok
+        rows.append(f"| {rec['kernel']} | {_shape(rec)} | {t['key']} | {t['config']} | {_num(t['median_ms'] * 1e3, '.1f')} | "
+                    f"{ours.get('config', '—')} | {_us(ours)} | {t['regret'] * 100:+.2f} % | {'✓' if ok else '✗'} |")
+    if not rows:
+        return []
+    return ["", "## The tuner's winners (--db) beside the fastest plan", "",
+            f"{within} of {measured} measured keys within {TUNED_REGRET_TARGET:.0%} of the fastest plan this run "
+            f"timed; {len(rows) - measured} without a measurement (the last column says why). The key's plan is "
+            "matched by its code objects' sha256 and its partials, and always timed in full.", "",
+            "| kernel | shape | key | tuner's plan | its µs | fastest plan | its µs | regret | ≤ 2 % |",
+            "|---|---|---|---|---|---|---|---|---|"] + rows
 
 
 def _launches_table(doc):

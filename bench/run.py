@@ -27,6 +27,7 @@ sys.path.insert(0, str(HERE))
 import mxfp6rt  # noqa: E402
 import precompile  # noqa: E402
 import report  # noqa: E402
+import tuned  # noqa: E402
 
 DEVICE = "cuda"
 
@@ -94,6 +95,10 @@ def parse_args():
     ap.add_argument("--seed", type=int, default=20261201,
                     help="the inputs' random seed: each kernel/shape takes it plus its index in this call's list")
     ap.add_argument("--tag", default=None, help="file name suffix (default: from the GPU name, e.g. h200)")
+    ap.add_argument("--db", default=None, metavar="DB",
+                    help="a kernel database the tuner filled (mxfp6-tune): each kernel/shape also times the plan "
+                         "its key's selection chose, in full, and reports its regret against the fastest plan "
+                         "(bench/tuned.py matches plans by their code objects' sha256)")
     args = ap.parse_args()
     if args.rerun and not args.resume:
         ap.error("--rerun replaces records of an earlier run: it needs --resume <that run>.json")
@@ -116,6 +121,7 @@ class Context:
     def __init__(self, args, torch, device, objects):
         self.args, self.torch, self.device, self.objects = args, torch, device, objects
         self.warm = {}  # problem name -> what precompile.py's worker did for its baselines
+        self.tuned = tuned.load(args.db) if args.db else None  # the --db selections (bench/tuned.py)
         self._loaded = {}
 
     def kernel(self, code_path):
@@ -185,6 +191,7 @@ def run_ours(ctx, p):
         return {"error": f"no code objects for this GPU and shape in {args.kernels}"
                          + (f" (none of {', '.join(missing)})" if missing else ""), "ok": False}
     screen = args.screen_ms > 0 and len(plans) > args.finalists
+    winner = tuned.winner_for(ctx.tuned, p) if ctx.tuned is not None else None
     outs = p.alloc_outputs()
     stream = torch.cuda.current_stream().cuda_stream
     entries, plan_of = [], {}  # plan_of: id(entry) -> its plan, to time it again
@@ -195,6 +202,9 @@ def run_ours(ctx, p):
              "rows_per_program": first_meta.get("rows_per_program"), "ok": False}
         if plan.twin is not None:
             e["checked_against"] = " + ".join(st.code_path.name for st in plan.twin.stages)
+        if winner is not None and winner.launched_by([tuned.file_sha256(st.code_path) for st in plan.stages],
+                                                     plan.config):
+            e["tuned"] = winner.key
         scratch = ()
         try:
             launch, launches, scratch = _prepared(ctx, plan, outs, stream)
@@ -235,7 +245,9 @@ def run_ours(ctx, p):
     if screen:
         screened = sorted((e for e in entries if e.get("median_ms") is not None and e["ok"]),
                           key=lambda e: e["median_ms"])
-        for e in screened[:args.finalists]:
+        # The tuner's plan is always timed in full, a finalist or not, so its regret is measured.
+        finalists = screened[:args.finalists] + [e for e in screened[args.finalists:] if e.get("tuned")]
+        for e in finalists:
             try:
                 launch, _, scratch = _prepared(ctx, plan_of[id(e)], outs, stream)
                 screen_ms = e["median_ms"]
@@ -249,7 +261,25 @@ def run_ours(ctx, p):
     best = min(passed or timed, key=lambda e: e["median_ms"]) if timed else {"error": "no code object ran", "ok": False}
     if len(best.get("stages", ())) > 1 and id(best) in plan_of:
         time_each_launch(ctx, best, plan_of[id(best)], outs, stream)
-    return {**{k: v for k, v in best.items() if k != "all"}, "all": entries}
+    result = {**{k: v for k, v in best.items() if k != "all"}, "all": entries}
+    if ctx.tuned is not None:
+        result["tuned"] = tuned_result(winner, entries, best)
+    return result
+
+
+def tuned_result(winner, entries, best):
+    """The --db selection of this kernel/shape's key beside the fastest plan: its regret, or why
+    there is none."""
+    if winner is None:
+        return {"error": "no selection for this key in the database"}
+    out = {"key": winner.key, "plan": winner.plan_id, "rule": winner.rule}
+    mine = [e for e in entries if e.get("tuned")]
+    if not mine:
+        return {**out, "error": "the selection's code objects are not among this run's plans"}
+    e = mine[0]
+    if not e.get("ok") or e.get("timing") != "full" or best.get("median_ms") is None:
+        return {**out, "config": e["config"], "error": e.get("error") or "the selection's plan failed its check"}
+    return {**out, "config": e["config"], "median_ms": e["median_ms"], "regret": tuned.regret(best, e)}
 
 
 def time_each_launch(ctx, best, plan, outs, stream):
