@@ -191,7 +191,12 @@ def run_ours(ctx, p):
         return {"error": f"no code objects for this GPU and shape in {args.kernels}"
                          + (f" (none of {', '.join(missing)})" if missing else ""), "ok": False}
     screen = args.screen_ms > 0 and len(plans) > args.finalists
-    winner = tuned.winner_for(ctx.tuned, p) if ctx.tuned is not None else None
+    winner, winner_error = None, None
+    if ctx.tuned is not None:
+        try:
+            winner = tuned.winner_for(ctx.tuned, p)
+        except ValueError as ex:  # the problem fits several keys: reported, the run goes on
+            winner_error = str(ex)
     outs = p.alloc_outputs()
     stream = torch.cuda.current_stream().cuda_stream
     entries, plan_of = [], {}  # plan_of: id(entry) -> its plan, to time it again
@@ -263,7 +268,7 @@ def run_ours(ctx, p):
         time_each_launch(ctx, best, plan_of[id(best)], outs, stream)
     result = {**{k: v for k, v in best.items() if k != "all"}, "all": entries}
     if ctx.tuned is not None:
-        result["tuned"] = tuned_result(winner, entries, best)
+        result["tuned"] = {"error": winner_error} if winner_error else tuned_result(winner, entries, best)
     return result
 
 
