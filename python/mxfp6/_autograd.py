@@ -104,7 +104,11 @@ def _launched(build):
     return launch
 
 
-def _contiguous(g):
+def _kernel_grad(g, shape, like):
+    """A gradient as the backward kernels take it: contiguous, and zeros for an output the loss did
+    not use (autograd may pass None for it)."""
+    if g is None:
+        return like.new_zeros(shape)
     return g.contiguous()
 
 
@@ -129,7 +133,8 @@ def _qkv_save(args, out):
 
 def _qkv_backward_args(saved, extras, grads):
     mixed_qkv, q_weight, k_weight, cos, sin, k_cos, k_sin, q_rstd, k_rstd = saved
-    dq, dk, dv = (_contiguous(g) for g in grads[:3])
+    rows = (mixed_qkv.shape[0], mixed_qkv.shape[1] // (3 * _calls.HEAD_DIM), _calls.HEAD_DIM)
+    dq, dk, dv = (_kernel_grad(g, rows, mixed_qkv) for g in grads[:3])
     return (dq, dk, dv, mixed_qkv, q_weight, k_weight, cos, sin, k_cos, k_sin, q_rstd, k_rstd, extras["layout"],
             extras["pos_div"])
 
@@ -233,7 +238,8 @@ NORM_ROPE_HEADS = Spec(
     _launched(_calls.heads_bwd), "(Tensor dy, Tensor x, Tensor weight, Tensor cos, Tensor sin, Tensor rstd, "
                                  "int pos_div) -> (Tensor, Tensor)", _heads_bwd_fake,
     lambda a, out: ((a[0], a[1], a[2], a[3], out[1]), {"pos_div": a[4], "dtype": a[1].dtype}),
-    lambda s, e, g: (_contiguous(g[0]), s[0], s[1], s[2], s[3], s[4], e["pos_div"]),
+    lambda s, e, g: (_kernel_grad(g[0], (s[0].shape[0], s[0].shape[1], _calls.HEAD_DIM), s[0]), s[0], s[1], s[2], s[3],
+                     s[4], e["pos_div"]),
     lambda out, e: (out[0], out[1].to(e["dtype"]), None, None, None, None),
     differentiable=(0, 1), constants={2: "cos", 3: "sin"}, non_differentiable_outputs=(1,)) if torch is not None else None
 
@@ -263,7 +269,7 @@ LN_MODULATE = Spec(
     "(Tensor g, Tensor x, Tensor scale, Tensor mean, Tensor rstd, int tokens_per_sample, str layout) -> "
     "(Tensor, Tensor, Tensor)", _ln_bwd_fake,
     lambda a, out: ((a[0], a[1], out[1], out[2]), {"n": a[3], "layout": a[4]}),
-    lambda s, e, g: (_contiguous(g[0]), s[0], s[1], s[2], s[3], e["n"], e["layout"]),
+    lambda s, e, g: (_kernel_grad(g[0], tuple(s[0].shape), s[0]), s[0], s[1], s[2], s[3], e["n"], e["layout"]),
     lambda out, e: (out[0], out[1], out[2], None, None, None),
     differentiable=(0, 1, 2), constants={}, non_differentiable_outputs=(1, 2)) if torch is not None else None
 
