@@ -116,7 +116,7 @@ def check_op(case, ours, reference, inputs, diff, gen):
     finite difference of ours; then torch.compile and CUDA graphs against eager, bit for bit."""
     xs = [t.detach().clone().requires_grad_(i in diff) if torch.is_tensor(t) else t for i, t in enumerate(inputs)]
     outs = ours(*xs)
-    us = [rand(o.shape, F32, -1, 1, gen) for o in outs]
+    us = [rand(o.shape, o.dtype, -1, 1, gen) for o in outs]  # upstream gradients exact in both runs
     grads = torch.autograd.grad(outs, [xs[i] for i in diff], [u.to(o.dtype) for u, o in zip(us, outs)])
     refs_in = [t.detach().to(F64).requires_grad_(i in diff) if torch.is_tensor(t) and t.is_floating_point() else t
                for i, t in enumerate(inputs)]
@@ -248,19 +248,23 @@ def packed_grad_case(gen, T, H):
 
 
 def heads_case(gen, T, H):
+    """The per-tensor op on K of a Megatron mixed_qkv: a strided view, sliced inside the checked
+    function so that the op sees the strides (a clone of the slice would be contiguous)."""
     m = rand((T, 3 * H * 128), gen=gen)
-    k = m.view(T, H, 3, 128)[:, :, 1]  # K of a Megatron mixed_qkv: strided
     w = rand((128,), lo=0.5, hi=1.5, gen=gen)
     angle = rand((T, 64), F32, 0, 6.283, gen)
     cos, sin = torch.cos(angle), torch.sin(angle)
 
-    def ours(x, w):
-        return (mxfp6.norm_rope_heads(x, w, cos, sin),)
+    def k_of(m):
+        return m.view(T, H, 3, 128)[:, :, 1]
 
-    def reference(x, w):
-        return (norm_rope_ref(x, w, cos.to(F64), sin.to(F64), 1, 1e-6),)
+    def ours(m, w):
+        return (mxfp6.norm_rope_heads(k_of(m), w, cos, sin),)
 
-    check_op(f"norm_rope_heads T={T} H={H} strided K", ours, reference, [k, w], (0, 1), gen)
+    def reference(m, w):
+        return (norm_rope_ref(k_of(m), w, cos.to(F64), sin.to(F64), 1, 1e-6),)
+
+    check_op(f"norm_rope_heads T={T} H={H} strided K", ours, reference, [m, w], (0, 1), gen)
 
 
 def ln_case(gen, T, S, layout):
