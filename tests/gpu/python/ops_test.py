@@ -57,13 +57,14 @@ def bf16_ulp(ref):
     return torch.exp2(torch.floor(torch.log2(a)) - 7)
 
 
-def within_bf16(case, name, out, ref):
-    """max |out - ref| / (1 ulp + 2^-16 max|ref|): <= 1 passes."""
+def within_bf16(case, name, out, ref, ulps=1, what="vs fp64"):
+    """max |out - ref| / (ulps ulp + 2^-16 max|ref|): <= 1 passes. Two kernels' results, each
+    within the bound of the truth, are compared with ulps=2."""
     ref = ref.to(F64)
     err = (out.to(F64) - ref).abs()
-    bound = bf16_ulp(ref) + ref.abs().max() * 2.0 ** -16
+    bound = ulps * bf16_ulp(ref) + ref.abs().max() * 2.0 ** -16
     ratio = (err / bound).max().item()
-    record(case, f"{name} vs fp64", ratio, 1.0, ratio <= 1.0, "max error / (1 ulp + 2^-16 max)")
+    record(case, f"{name} {what}", ratio, 1.0, ratio <= 1.0, f"max error / ({ulps} ulp + 2^-16 max)")
 
 
 def same_bits(case, name, a, b):
@@ -228,8 +229,8 @@ def packed_grad_case(gen, T, H):
     g_bf16 = run(with_bf16, True)
     only = mxfp6.PackedGrad("E3M2", "RCEIL", with_bf16=False)
     g_only = run(only, False)
-    within_bf16(case, "d(mixed_qkv) vs plain backward", g_bf16[0], plain[0].float())
-    within_bf16(case, "dq_weight vs plain backward", g_bf16[1], plain[1].float())
+    within_bf16(case, "d(mixed_qkv)", g_bf16[0], plain[0].float(), ulps=2, what="vs the plain backward")
+    within_bf16(case, "dq_weight", g_bf16[1], plain[1].float(), ulps=2, what="vs the plain backward")
     same_bits(case, "dk_weight, blobs only vs with bf16", g_only[1], g_bf16[2])
     ref = problems.mxfp6_pack_dual_torch(g_bf16[0], "E3M2", "RCEIL")
     for name, ours_blob, ref_blob in zip(("row_data", "row_scales", "col_data", "col_scales"),
