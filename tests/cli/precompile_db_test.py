@@ -16,18 +16,10 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish, run  # noqa: E402
+
 MXFP6C, MXFP6_DB, MXFP6_TUNE, FAKE_DRIVER = sys.argv[1:5]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args):
-    return subprocess.run(args, capture_output=True, text=True)
 
 
 with tempfile.TemporaryDirectory() as tmp:
@@ -126,5 +118,4 @@ with tempfile.TemporaryDirectory() as tmp:
     again = run(MXFP6C, "precompile", "--shapes", big, "--db", killed_db, "--targets", "sm_90")
     check("0 compiles" in again.stdout, f"third run compiled again: {again.stdout}")
 
-print("ok" if not failures else f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()

@@ -7,22 +7,13 @@ rejected, naming the entry, with nothing written.
 usage: precompile_folder_test.py MXFP6C"""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, finish, run  # noqa: E402
+
 MXFP6C = sys.argv[1]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args):
-    return subprocess.run(args, capture_output=True, text=True)
 
 
 def snapshot(folder):
@@ -85,5 +76,4 @@ with tempfile.TemporaryDirectory() as tmp:
     r = run(MXFP6C, "precompile", "--shapes", shapes, "-o", out, "--force")
     check(r.returncode == 2, f"-o with --force: {r.returncode} {r.stderr}")
 
-print("FAILED" if failures else "OK", len(failures))
-sys.exit(1 if failures else 0)
+finish()
