@@ -208,22 +208,28 @@ def _tokens(public, x, tokens_per_sample, layout, eps):
     return x.shape[0] // S
 
 
+def _ln_call(public, op, x, tokens_per_sample, layout, eps):
+    """(B, call) of an LN-modulate op on x: per sample (B samples, the op with its layout) when
+    tokens_per_sample is given, else per token (B None, the op's _per_token twin)."""
+    B = _tokens(public, x, tokens_per_sample, layout, eps)
+    if B is None:
+        return None, Call(op + "_per_token", public)
+    return B, Call(op, public, f"layout={layout}")
+
+
 def ln_fwd(x, scale, shift, tokens_per_sample, layout="bsd", eps=1e-6, out=None):
     """y = LN(x) * (1 + scale) + shift, per sample (scale, shift [B, D]; tokens_per_sample given) or
     per token (scale, shift [T, D]; tokens_per_sample None) -> [y, mean, rstd]."""
     public = "ln_modulate"
-    B = _tokens(public, x, tokens_per_sample, layout, eps)
+    B, call = _ln_call(public, "ln_modulate_fwd", x, tokens_per_sample, layout, eps)
     device = x.device
-    per_sample = B is not None
-    call = Call("ln_modulate_fwd" if per_sample else "ln_modulate_fwd_per_token", public,
-                f"layout={layout}" if per_sample else "")
     call.tensor("x", x)
     call.tensor("scale", tensor(public, "scale", scale, device))
     call.tensor("shift", tensor(public, "shift", shift, device))
     T = x.shape[0]
     out = _outputs(public, call, ("y", "mean", "rstd"),
                    [(tuple(x.shape), "bfloat16"), ((T,), "float32"), ((T,), "float32")], device, out)
-    if per_sample:
+    if B is not None:
         call.scalar("tokens_per_sample", int(tokens_per_sample))
     call.scalar("eps", eps)
     return call, out
@@ -232,20 +238,17 @@ def ln_fwd(x, scale, shift, tokens_per_sample, layout="bsd", eps=1e-6, out=None)
 def ln_bwd(g, x, scale, mean, rstd, tokens_per_sample, layout, out=None):
     """-> [dx, dscale, dshift] (dscale, dshift shaped like scale)."""
     public = "ln_modulate (backward)"
-    B = _tokens(public, x, tokens_per_sample, layout, None)
+    B, call = _ln_call(public, "ln_modulate_bwd", x, tokens_per_sample, layout, None)
     device = x.device
-    per_sample = B is not None
-    call = Call("ln_modulate_bwd" if per_sample else "ln_modulate_bwd_per_token", public,
-                f"layout={layout}" if per_sample else "")
     call.tensor("g", tensor(public, "g", g, device))
     call.tensor("x", x)
     for n, t in (("scale", scale), ("mean", mean), ("rstd", rstd)):
         call.tensor(n, tensor(public, n, t, device))
     T, D = x.shape
-    rows = B if per_sample else T
+    rows = T if B is None else B
     out = _outputs(public, call, ("dx", "dscale", "dshift"),
                    [((T, D), "bfloat16"), ((rows, D), "bfloat16"), ((rows, D), "bfloat16")], device, out)
-    if per_sample:
+    if B is not None:
         call.scalar("tokens_per_sample", int(tokens_per_sample))
     return call, out
 

@@ -114,6 +114,14 @@ def qkv_args(T=64, H=2):
                 out=[StandIn((T, H, 128)) for _ in range(3)] + [StandIn((T, H), "float32") for _ in range(2)])
 
 
+def qkv_backward_inputs(T, H):
+    """The forward's arguments, the whole-QKV backward's inputs after the gradients (mixed_qkv,
+    the weights, Q's tables, no K tables) and the saved rstd of Q and K."""
+    qkv = qkv_args(T, H)
+    tables = [qkv[n] for n in ("mixed_qkv", "q_weight", "k_weight", "cos", "sin")] + [None, None]
+    return qkv, tables, [StandIn((T, H), "float32") for _ in range(2)]
+
+
 def ln_args(T=64, S=32):
     return dict(x=StandIn((T, 3072)), scale=StandIn((T // S, 3072)), shift=StandIn((T // S, 3072)),
                 tokens_per_sample=S, out=[StandIn((T, 3072)), StandIn((T,), "float32"), StandIn((T,), "float32")])
@@ -203,10 +211,8 @@ class Package(unittest.TestCase):
         warnings.simplefilter("ignore", mxfp6.ShapeWarning)
         c = mxfp6._calls
         T, H = 64, 2
-        qkv = qkv_args(T, H)
-        tables = [qkv[n] for n in ("mixed_qkv", "q_weight", "k_weight", "cos", "sin")] + [None, None]
+        qkv, tables, rstd = qkv_backward_inputs(T, H)
         grads = [StandIn((T, H, 128)) for _ in range(3)]
-        rstd = [StandIn((T, H), "float32") for _ in range(2)]
         blobs = [StandIn(s, "uint8") for _, s in c.packed_shapes(T, 3 * H * 128, "dual")]
         x = StandIn((T, 3072))
         per_sample, per_token = StandIn((T // 32, 3072)), StandIn((T, 3072))
@@ -237,9 +243,7 @@ class Package(unittest.TestCase):
         warnings.simplefilter("ignore", mxfp6.ShapeWarning)
         c = mxfp6._calls
         T, H = 64, 2
-        qkv = qkv_args(T, H)
-        tables = [qkv[n] for n in ("mixed_qkv", "q_weight", "k_weight", "cos", "sin")] + [None, None]
-        rstd = [StandIn((T, H), "float32") for _ in range(2)]
+        qkv, tables, rstd = qkv_backward_inputs(T, H)
         x = StandIn((T, 3072))
         stats = [StandIn((T,), "float32") for _ in range(2)]
         cases = [
