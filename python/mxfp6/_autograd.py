@@ -280,9 +280,10 @@ def _pack_fake(x, fmt, mode, along):
     return tuple(x.new_empty(s, dtype=torch.uint8) for _, s in _calls.packed_shapes(x.shape[0], x.shape[1], along))
 
 
+_pack_launch = _launched(_calls.pack)
 PACK_OP = None
 if CUSTOM_OPS:
-    PACK_OP = torch.library.custom_op("mxfp6::pack", lambda *a: list(_launched(_calls.pack)(*a)), mutates_args=(),
+    PACK_OP = torch.library.custom_op("mxfp6::pack", lambda *a: list(_pack_launch(*a)), mutates_args=(),
                                       schema="(Tensor x, str fmt, str mode, str along) -> Tensor[]")
     PACK_OP.register_fake(lambda x, fmt, mode, along: list(_pack_fake(x, fmt, mode, along)))
 
@@ -290,4 +291,4 @@ if CUSTOM_OPS:
 def pack(x, fmt, mode, along):
     if PACK_OP is not None and _compiling():
         return tuple(PACK_OP(x, fmt, mode, along))
-    return _launched(_calls.pack)(x, fmt, mode, along)
+    return _pack_launch(x, fmt, mode, along)
