@@ -13,14 +13,9 @@
 
 namespace {
 
+using mxfp6::client::copyOut;
 using mxfp6::client::setError;
 namespace ops = mxfp6::ops;
-
-/// Copies `text` into out when it fits (with its NUL); returns the size it needs.
-size_t copyOut(const std::string& text, char* out, size_t outSize) {
-  if (out != nullptr && outSize > text.size()) std::memcpy(out, text.c_str(), text.size() + 1);
-  return text.size() + 1;
-}
 
 }  // namespace
 

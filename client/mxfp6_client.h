@@ -115,6 +115,60 @@ int mxc_op_launch(const mxc_op* op, void* stream, const mxc_named_tensor* tensor
                   const mxc_named_scalar* scalars, size_t n_scalars, mxc_scratch_fn scratch, void* scratch_user,
                   char* error, size_t error_size);
 
+/* ---- Prepared launches: composed and checked once, enqueued many times ----
+ *
+ * For callers that replay one call (the benchmark harness times a plan over many repetitions):
+ * mxc_op_prepare makes every check mxc_op_launch makes and keeps the raw launches, which
+ * mxc_launches_enqueue then enqueues without composing or checking again. The launches hold raw
+ * addresses: the call's tensors and the scratch the allocator gave must stay valid while they are
+ * enqueued (the caller keeps them), and the op must stay loaded and outlive them. */
+typedef struct mxc_launches mxc_launches;
+
+/* NULL on error (the same errors as mxc_op_launch's checks, in the error buffer). The op need not
+ * be loaded to prepare; it must be before enqueuing. */
+mxc_launches* mxc_op_prepare(const mxc_op* op, const mxc_named_tensor* tensors, size_t n_tensors,
+                             const mxc_named_scalar* scalars, size_t n_scalars, mxc_scratch_fn scratch,
+                             void* scratch_user, char* error, size_t error_size);
+void mxc_launches_free(mxc_launches* launches);
+/* The number of launches (a reduction tree adds one per level). */
+size_t mxc_launches_count(const mxc_launches* launches);
+/* Launch i: the index of its plan launch (its role and kernel in the plan JSON) and its grid.
+ * Returns 0, or -1 for an index out of range. */
+int mxc_launches_info(const mxc_launches* launches, size_t i, size_t* plan_launch, uint32_t grid[3]);
+/* Enqueues launches first .. first + count - 1 on stream, in order (an empty launch, grid 0, is
+ * skipped). Returns an mxrt_status. */
+int mxc_launches_enqueue(const mxc_launches* launches, void* stream, size_t first, size_t count, char* error,
+                         size_t error_size);
+
+/* ---- Plans of code objects at hand ----
+ *
+ * For callers that time every plan themselves (the benchmark harness), with code objects they
+ * hold (a folder) rather than resolved: the plans those objects make for a key, and an mxc_op of
+ * any one of them, composed by the same layer as resolved ops. */
+
+/* The plans of a key (mxc_call_key's text; its target is not read) that a set of code objects
+ * makes. configs_json: {"KERNEL": ["K=V,...", ...], ...}, each object's kernel and full config
+ * (its launch metadata's "config": tunables, variants and size), in any spelling order; a
+ * variant by its code, as the metadata reports it (FMT=1), or by name (FMT=E3M2). Every
+ * family of the key's op whose launch roles all have objects gives the cross product of its roles'
+ * configs (a role of the op's variants and size takes only the objects compiled for the key's)
+ * and of its P choices, in the op table's order (the table's default plan first where its
+ * objects are given), without the plans that cannot run the key's shape. Writes a JSON array of
+ * plans (mxc_op_plan_json's form, "object" empty, each launch's config the one given with its
+ * keys sorted), as mxc_call_key writes text: returns the size needed, 0 on error. */
+size_t mxc_key_plans(const char* key, const char* configs_json, char* out, size_t out_size, char* error,
+                     size_t error_size);
+/* An op of a plan (JSON as mxc_key_plans writes it) for a key, with its code objects given per
+ * plan launch: bytes, size and launch metadata JSON. Refused: a plan the op table does not
+ * allow, one that cannot run the key's shape, a count of objects other than the plan's launches,
+ * metadata of another schema, or of another kernel or config than its launch names (a launch
+ * config may leave out tunables, as the database spells plans: the metadata's value of those is
+ * taken for the kernel's default, which only the compiler knows). Free with
+ * mxc_op_free; mxc_op_load, mxc_op_check, mxc_op_launch and mxc_op_prepare take it. NULL on
+ * error. */
+mxc_op* mxc_op_from_plan(const char* key, const char* plan_json, size_t n_objects, const void* const* objects,
+                         const size_t* sizes, const char* const* metadata_json, char* error, size_t error_size);
+
 /* ---- Keys ----
  * Both write a NUL-terminated text into out when out_size is large enough and return the size it
  * needs (call with out = NULL to ask); 0 on error, with the message in error. */

@@ -3,7 +3,9 @@
 // bound by ops::bindParams. What this file adds is the C edge: named C tensors in, the call
 // checked against the key it was resolved for, every launch checked (rt::prepareLaunch) before the
 // first is enqueued, the raw launches those checks prepared enqueued without checking twice, and
-// statuses turned into mxrt_status codes with a message once.
+// statuses turned into mxrt_status codes with a message once. mxc_op_launch is mxc_op_prepare's
+// checks followed by mxc_launches_enqueue's, on the one path below (prepare, enqueue).
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <map>
@@ -11,6 +13,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "client/c_handles.h"
@@ -27,21 +30,16 @@ using mxfp6::Expected;
 using mxfp6::Status;
 using mxfp6::client::Client;
 using mxfp6::client::setError;
+using Launches = std::vector<std::pair<size_t, mxfp6::rt::PreparedLaunch>>;
 namespace ops = mxfp6::ops;
 namespace rt = mxfp6::rt;
 
 }  // namespace
 
-struct mxc_op {
-  std::string key;           // the resolved key's text
-  ops::Problem problem;      // the key's problem (its variant, size, heads, samples)
-  ops::Plan plan;
-  std::string planId;
-  std::vector<mxfp6::client::Object> objects;  // per launch
-  std::vector<rt::KernelMetadata> metadata;    // per launch
-  mxrt_device* device = nullptr;               // where `kernels` are loaded
-  std::vector<std::unique_ptr<rt::LoadedKernel>> kernels;
-  std::set<std::string> tensorNames, scalarNames;  // the op's arguments (ops::declareArgs), once
+/// A call's raw launches, checked once (mxc_op_prepare), for enqueuing many times.
+struct mxc_launches {
+  const mxc_op* op = nullptr;
+  Launches launches;  // (plan launch, its raw launch), in order
 };
 
 namespace {
@@ -76,7 +74,7 @@ class CheckingLauncher final : public ops::Launcher {
     return Status::ok();
   }
 
-  std::vector<std::pair<size_t, rt::PreparedLaunch>> prepared;  // (launch index, its raw launch), in order
+  Launches prepared;  // (launch index, its raw launch), in order
 
  private:
   const std::vector<rt::KernelMetadata>& metadata_;
@@ -127,8 +125,7 @@ Expected<ops::OpCall> callOf(const mxc_op& op, const mxc_named_tensor* tensors, 
 }
 
 /// Composes the call and checks every launch of it; the raw launches, ready to enqueue.
-Expected<std::vector<std::pair<size_t, rt::PreparedLaunch>>> checkedLaunches(const mxc_op& op, const ops::OpCall& call,
-                                                                             const ops::ScratchAllocator& scratch) {
+Expected<Launches> checkedLaunches(const mxc_op& op, const ops::OpCall& call, const ops::ScratchAllocator& scratch) {
   ASSIGN_OR_RETURN(ops::Problem problem, ops::problemOf(*op.problem.op, op.problem.variant, call));
   // A plan serves every M of its key family; another family (heads, samples, size) is another key.
   if (problem.variantText() != op.problem.variantText() || problem.sizes() != op.problem.sizes())
@@ -160,7 +157,82 @@ int fail(char* error, size_t size, int code, const std::string& message) {
   return code;
 }
 
+/// The call's launches, composed and checked, with scratch from the caller's allocator; an
+/// mxrt_status: a scratch failure is the allocator's (MXRT_ERROR_INTERNAL), not the arguments'.
+int prepare(const mxc_op& op, const mxc_named_tensor* tensors, size_t nTensors, const mxc_named_scalar* scalars,
+            size_t nScalars, mxc_scratch_fn scratch, void* scratchUser, Launches& launches, char* error,
+            size_t errorSize) {
+  auto call = callOf(op, tensors, nTensors, scalars, nScalars);
+  if (!call) return fail(error, errorSize, MXRT_ERROR_INVALID_ARGUMENT, op.key + ": " + call.status().message());
+  bool scratchFailed = false;
+  ops::ScratchAllocator allocate = [&](size_t bytes) -> Expected<void*> {
+    if (scratch == nullptr)
+      return Status::error("the plan needs " + std::to_string(bytes) + " bytes of scratch and no allocator was given");
+    void* ptr = nullptr;
+    if (scratch(scratchUser, bytes, &ptr) != 0 || ptr == nullptr) {
+      scratchFailed = true;
+      return Status::error("the scratch allocator could not allocate " + std::to_string(bytes) + " bytes");
+    }
+    if (reinterpret_cast<uintptr_t>(ptr) % 256 != 0) {
+      scratchFailed = true;
+      return Status::error("the scratch allocator returned memory that is not 256-byte aligned");
+    }
+    return ptr;
+  };
+  auto checked = checkedLaunches(op, *call, allocate);
+  if (!checked)
+    return fail(error, errorSize, scratchFailed ? MXRT_ERROR_INTERNAL : MXRT_ERROR_INVALID_ARGUMENT,
+                op.key + ": " + checked.status().message());
+  launches = checked.take();
+  return MXRT_SUCCESS;
+}
+
+/// Enqueues launches [first, first + count) as they were checked, skipping empty ones.
+int enqueue(const mxc_op& op, const Launches& launches, void* stream, size_t first, size_t count, char* error,
+            size_t errorSize) {
+  if (op.device == nullptr)
+    return fail(error, errorSize, MXRT_ERROR_INVALID_ARGUMENT, op.key + ": not loaded on a device (mxc_op_load)");
+  if (first > launches.size() || count > launches.size() - first)
+    return fail(error, errorSize, MXRT_ERROR_INVALID_ARGUMENT,
+                op.key + ": " + std::to_string(count) + " launches from launch " + std::to_string(first) +
+                    " run past its " + std::to_string(launches.size()) + " launches");
+  for (size_t i = first; i < first + count; ++i) {
+    const auto& [index, prepared] = launches[i];
+    if (prepared.rows == 0) continue;  // an empty batch: nothing to do
+    const ops::PlanLaunch& spec = op.plan.launches[index];
+    Status s = op.kernels[index]->launch(prepared.grid, stream, prepared.args);
+    if (!s)
+      return fail(error, errorSize, MXRT_ERROR_DRIVER, op.key + ": " + spec.kernel + " (" + spec.role + "): " + s.message());
+  }
+  return MXRT_SUCCESS;
+}
+
 }  // namespace
+
+namespace mxfp6::client {
+
+Expected<std::unique_ptr<mxc_op>> makeOp(const std::string& keyText, const OpKey& key, ops::Plan plan,
+                                         std::string planId, std::vector<Object> objects) {
+  auto op = std::make_unique<mxc_op>();
+  op->key = keyText;
+  ASSIGN_OR_RETURN(op->problem, ops::problemFromKey(key.op, key.variant, key.sizes, key.rows));
+  ops::OpArgs declared = ops::declareArgs(op->problem);
+  for (const ops::TensorDecl& t : declared.tensors) op->tensorNames.insert(t.name);
+  for (const auto& [name, value] : declared.scalars) op->scalarNames.insert(name);
+  op->plan = std::move(plan);
+  op->planId = planId.empty() ? op->plan.id() : std::move(planId);
+  if (objects.size() != op->plan.launches.size())
+    return Status::error("the plan has " + std::to_string(op->plan.launches.size()) + " launches but " +
+                         std::to_string(objects.size()) + " code objects");
+  for (Object& o : objects) {
+    ASSIGN_OR_RETURN(rt::KernelMetadata metadata, Client::metadataOf(o));
+    op->metadata.push_back(std::move(metadata));
+    op->objects.push_back(std::move(o));
+  }
+  return op;
+}
+
+}  // namespace mxfp6::client
 
 extern "C" {
 
@@ -171,28 +243,11 @@ mxc_op* mxc_op_create(const mxc_resolution* r, size_t i, char* error, size_t err
       return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, "no op " + std::to_string(i) + " in the resolution");
     const mxc_resolution::Entry& e = r->entries[i];
     if (e.op == nullptr) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, e.key + ": " + e.error);
-    auto op = std::make_unique<mxc_op>();
-    op->key = e.key;
-    const mxfp6::client::OpKey& k = e.op->key;
-    auto problem = ops::problemFromKey(k.op, k.variant, k.sizes, k.rows);
-    if (!problem) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, e.key + ": " + problem.status().message());
-    op->problem = *problem;
-    ops::OpArgs declared = ops::declareArgs(op->problem);
-    for (const ops::TensorDecl& t : declared.tensors) op->tensorNames.insert(t.name);
-    for (const auto& [name, value] : declared.scalars) op->scalarNames.insert(name);
-    op->plan = e.op->plan;
-    op->planId = e.op->planId.empty() ? e.op->plan.id() : e.op->planId;
-    if (e.op->objects.size() != op->plan.launches.size())
-      return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT,
-                  e.key + ": the plan has " + std::to_string(op->plan.launches.size()) + " launches but " +
-                      std::to_string(e.op->objects.size()) + " code objects");
-    for (const mxfp6::client::Object* o : e.op->objects) {
-      auto metadata = Client::metadataOf(*o);
-      if (!metadata) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, e.key + ": " + metadata.status().message());
-      op->objects.push_back(*o);
-      op->metadata.push_back(metadata.take());
-    }
-    created = op.release();
+    std::vector<mxfp6::client::Object> objects;
+    for (const mxfp6::client::Object* o : e.op->objects) objects.push_back(*o);
+    auto op = mxfp6::client::makeOp(e.key, e.op->key, e.op->plan, e.op->planId, std::move(objects));
+    if (!op) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, e.key + ": " + op.status().message());
+    created = op.take().release();
     return int(MXRT_SUCCESS);
   });
   return created;
@@ -239,38 +294,48 @@ int mxc_op_launch(const mxc_op* op, void* stream, const mxc_named_tensor* tensor
                   char* error, size_t error_size) {
   return guarded(error, error_size, [&] {
     if (op == nullptr) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, "mxc_op_launch: op is NULL");
-    auto call = callOf(*op, tensors, n_tensors, scalars, n_scalars);
-    if (!call) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, op->key + ": " + call.status().message());
-    // A scratch failure is the allocator's, not the caller's arguments: told apart from them.
-    bool scratchFailed = false;
-    ops::ScratchAllocator allocate = [&](size_t bytes) -> Expected<void*> {
-      if (scratch == nullptr)
-        return Status::error("the plan needs " + std::to_string(bytes) + " bytes of scratch and no allocator was given");
-      void* ptr = nullptr;
-      if (scratch(scratch_user, bytes, &ptr) != 0 || ptr == nullptr) {
-        scratchFailed = true;
-        return Status::error("the scratch allocator could not allocate " + std::to_string(bytes) + " bytes");
-      }
-      if (reinterpret_cast<uintptr_t>(ptr) % 256 != 0) {
-        scratchFailed = true;
-        return Status::error("the scratch allocator returned memory that is not 256-byte aligned");
-      }
-      return ptr;
-    };
-    auto launches = checkedLaunches(*op, *call, allocate);
-    if (!launches)
-      return fail(error, error_size, scratchFailed ? MXRT_ERROR_INTERNAL : MXRT_ERROR_INVALID_ARGUMENT,
-                  op->key + ": " + launches.status().message());
-    if (op->device == nullptr)
-      return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, op->key + ": not loaded on a device (mxc_op_load)");
-    // Every launch was checked above; enqueue the raw launches those checks prepared.
-    for (const auto& [index, prepared] : *launches) {
-      if (prepared.rows == 0) continue;  // an empty batch: nothing to do
-      const ops::PlanLaunch& spec = op->plan.launches[index];
-      Status s = op->kernels[index]->launch(prepared.grid, stream, prepared.args);
-      if (!s) return fail(error, error_size, MXRT_ERROR_DRIVER, op->key + ": " + spec.kernel + " (" + spec.role + "): " + s.message());
-    }
-    return int(MXRT_SUCCESS);
+    Launches launches;
+    int status =
+        prepare(*op, tensors, n_tensors, scalars, n_scalars, scratch, scratch_user, launches, error, error_size);
+    if (status != MXRT_SUCCESS) return status;
+    return enqueue(*op, launches, stream, 0, launches.size(), error, error_size);
+  });
+}
+
+mxc_launches* mxc_op_prepare(const mxc_op* op, const mxc_named_tensor* tensors, size_t n_tensors,
+                             const mxc_named_scalar* scalars, size_t n_scalars, mxc_scratch_fn scratch,
+                             void* scratch_user, char* error, size_t error_size) {
+  mxc_launches* created = nullptr;
+  guarded(error, error_size, [&] {
+    if (op == nullptr) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, "mxc_op_prepare: op is NULL");
+    auto launches = std::make_unique<mxc_launches>();
+    launches->op = op;
+    int status = prepare(*op, tensors, n_tensors, scalars, n_scalars, scratch, scratch_user, launches->launches,
+                         error, error_size);
+    if (status == MXRT_SUCCESS) created = launches.release();
+    return status;
+  });
+  return created;
+}
+
+void mxc_launches_free(mxc_launches* launches) { delete launches; }
+
+size_t mxc_launches_count(const mxc_launches* launches) { return launches ? launches->launches.size() : 0; }
+
+int mxc_launches_info(const mxc_launches* launches, size_t i, size_t* plan_launch, uint32_t grid[3]) {
+  if (launches == nullptr || i >= launches->launches.size()) return -1;
+  const auto& [index, prepared] = launches->launches[i];
+  if (plan_launch != nullptr) *plan_launch = index;
+  if (grid != nullptr) std::copy(prepared.grid.begin(), prepared.grid.end(), grid);
+  return 0;
+}
+
+int mxc_launches_enqueue(const mxc_launches* launches, void* stream, size_t first, size_t count, char* error,
+                         size_t error_size) {
+  return guarded(error, error_size, [&] {
+    if (launches == nullptr)
+      return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, "mxc_launches_enqueue: launches is NULL");
+    return enqueue(*launches->op, launches->launches, stream, first, count, error, error_size);
   });
 }
 

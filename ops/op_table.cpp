@@ -17,10 +17,12 @@
 namespace mxfp6::ops {
 namespace {
 
-const std::vector<std::string> kFormats = {"E3M2", "E2M3"};
-const std::vector<std::string> kModes = {"RCEIL", "EVEN", "FLOOR"};
 const std::vector<int64_t> kPackerWidths = {3072, 9216, 12288, 15360, 21504};
 
+// The codes are the compiler's (compiler/frontend/builtins.cpp kValueNames; ops_tests checks
+// they agree): the client compares code objects' metadata with plans without the compiler.
+VariantAxis formatAxis() { return {"FMT", {"E3M2", "E2M3"}, true, {1, 0}}; }
+VariantAxis modeAxis() { return {"MODE", {"RCEIL", "EVEN", "FLOOR"}, true, {0, 1, 2}}; }
 VariantAxis tokenLayout() { return {"layout", {"bsd", "sbd"}, false}; }
 VariantAxis qkvLayout() { return {"layout", {"megatron", "blocked"}, false}; }
 
@@ -120,7 +122,7 @@ std::vector<OpSpec> buildTable() {
 
   auto packer = [&](const std::string& name, std::string summary, std::vector<std::string> configs) {
     ops.push_back({name, "mxfp6_pack.mxk", std::move(summary),
-                   {{"FMT", kFormats, true}, {"MODE", kModes, true}}, "C", kPackerWidths, "tokens",
+                   {formatAxis(), modeAxis()}, "C", kPackerWidths, "tokens",
                    {{"rows", {{"pass", name, std::move(configs)}}}}});
   };
   packer("mxfp6_pack_rows", "MXFP6 packing along rows (the forward GEMM's operand)",
@@ -144,7 +146,7 @@ std::vector<OpSpec> buildTable() {
     ops.push_back({name, "norm_rope_bwd_pack.mxk",
                    bf16 ? "the packer prologue with the bf16 d(mixed_qkv) as well"
                         : "norm+RoPE backward fused into the dual MXFP6 packing of d(mixed_qkv)",
-                   {{"FMT", kFormats, true}, {"MODE", kModes, true}}, "", {}, "rows",
+                   {formatAxis(), modeAxis()}, "", {}, "rows",
                    {{"tiles",
                      {{"pass", name,
                        bf16 ? std::vector<std::string>{"THREADS=256,VEC=8", "THREADS=256,VEC=16", "THREADS=128,VEC=32",

@@ -57,6 +57,9 @@ struct VariantAxis {
   std::string name;                  // "FMT", "MODE", "layout"
   std::vector<std::string> values;   // the first is the default
   bool compileTime = true;           // passed to the kernels' configs (FMT, MODE) or not (layout)
+  /// Compile-time axes: the integer the compiler binds each value to (values' order), which is
+  /// how a code object's launch metadata reports the variant ("config": {"FMT": 1}).
+  std::vector<int64_t> codes;
 };
 
 struct OpSpec {

@@ -3,8 +3,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 
 namespace mxfp6::ops {
@@ -27,17 +29,100 @@ const FamilySpec* findFamily(const OpSpec& op, std::string_view name) {
   return nullptr;
 }
 
+using Config = std::map<std::string, std::string>;
+
 /// The full compile config of a role's candidate: its tunables, the op's compile-time variant
 /// values and the specialized size.
-std::string compileConfig(const OpSpec& op, const std::map<std::string, std::string>& variant, int64_t size,
-                          const RoleSpec& role, const std::string& tunables) {
+Config fullConfig(const OpSpec& op, const std::map<std::string, std::string>& variant, int64_t size,
+                  const RoleSpec& role, const std::string& tunables) {
   auto config = parseConfig(tunables);
-  std::map<std::string, std::string> all = config ? *config : std::map<std::string, std::string>{};
-  if (!role.specialized) return canonicalConfig(all);
+  Config all = config ? *config : Config{};
+  if (!role.specialized) return all;
   for (const VariantAxis& axis : op.variants)
     if (axis.compileTime) all[axis.name] = variant.at(axis.name);
   if (!op.sizeName.empty() && size > 0) all[op.sizeName] = std::to_string(size);
-  return canonicalConfig(all);
+  return all;
+}
+
+std::string compileConfig(const OpSpec& op, const std::map<std::string, std::string>& variant, int64_t size,
+                          const RoleSpec& role, const std::string& tunables) {
+  return canonicalConfig(fullConfig(op, variant, size, role, tunables));
+}
+
+/// A config value as the integer a kernel is compiled with: a compile-time variant's name as its
+/// code, a number as itself; nullopt for anything else.
+std::optional<int64_t> compiledValue(const OpSpec& op, const std::string& key, const std::string& value) {
+  for (const VariantAxis& axis : op.variants)
+    if (axis.compileTime && axis.name == key)
+      for (size_t i = 0; i < axis.values.size() && i < axis.codes.size(); ++i)
+        if (axis.values[i] == value) return axis.codes[i];
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || end != value.data() + value.size()) return std::nullopt;
+  return n;
+}
+
+/// Whether two spellings of a config value are one value ("E3M2" and "1" for FMT).
+bool sameValue(const OpSpec& op, const std::string& key, const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  std::optional<int64_t> x = compiledValue(op, key, a), y = compiledValue(op, key, b);
+  return x && y && *x == *y;
+}
+
+/// How many entries of `candidate` `config` has with the same values; -1 when it lacks one.
+int matchedEntries(const OpSpec& op, const Config& candidate, const Config& config) {
+  for (const auto& [key, value] : candidate) {
+    auto it = config.find(key);
+    if (it == config.end() || !sameValue(op, key, it->second, value)) return -1;
+  }
+  return static_cast<int>(candidate.size());
+}
+
+/// The configs of one kernel's objects that a role launches at the variant and size (canonical):
+/// those that are the table's candidates first, in its order, then the others as given.
+std::vector<std::string> roleConfigsOf(const OpSpec& op, const std::map<std::string, std::string>& variant,
+                                       int64_t size, const RoleSpec& role, const std::vector<Config>& given) {
+  std::vector<Config> candidates;
+  for (const std::string& tunables : role.configs)
+    candidates.push_back(fullConfig(op, variant, size, role, tunables));
+  std::vector<std::pair<size_t, size_t>> ranked;  // (its candidate or candidates.size(), its index in `given`)
+  for (size_t g = 0; g < given.size(); ++g) {
+    // A specialized kernel's objects of another variant or size are other code.
+    if (matchedEntries(op, fullConfig(op, variant, size, role, ""), given[g]) < 0) continue;
+    // The candidate it matches most: one that adds a tunable is not taken for one without it.
+    size_t rank = candidates.size();
+    for (int c = 0, best = -1; c < int(candidates.size()); ++c)
+      if (int n = matchedEntries(op, candidates[c], given[g]); n > best) best = n, rank = c;
+    ranked.push_back({rank, g});
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (const auto& [rank, g] : ranked) out.push_back(canonicalConfig(given[g]));
+  return out;
+}
+
+/// Appends a family's plans over its roles' full configs and its P choices: the cross product,
+/// counted as a mixed-radix number whose last digit (the P, then the last role) varies fastest,
+/// so every role's first config with the first P comes first.
+void appendFamilyPlans(const OpSpec& op, const FamilySpec& family,
+                       const std::vector<std::vector<std::string>>& roleConfigs, std::vector<Plan>& plans) {
+  std::vector<int64_t> partials = family.partials == Partials::PerSample ? family.partialChoices
+                                                                         : std::vector<int64_t>{0};
+  size_t total = partials.size();
+  for (const std::vector<std::string>& configs : roleConfigs) total *= configs.size();
+  for (size_t n = 0; n < total; ++n) {
+    size_t rest = n;
+    Plan plan{op.name, family.name, partials[rest % partials.size()], {}};
+    rest /= partials.size();
+    std::vector<size_t> index(family.roles.size());
+    for (size_t r = family.roles.size(); r-- > 0;) {
+      index[r] = rest % roleConfigs[r].size();
+      rest /= roleConfigs[r].size();
+    }
+    for (size_t r = 0; r < family.roles.size(); ++r)
+      plan.launches.push_back({family.roles[r].role, family.roles[r].kernel, roleConfigs[r][index[r]], ""});
+    plans.push_back(std::move(plan));
+  }
 }
 
 }  // namespace
@@ -196,30 +281,58 @@ Status validateProblem(const Problem& p) {
 std::vector<Plan> candidatePlans(const OpSpec& op, const std::map<std::string, std::string>& variant, int64_t size) {
   std::vector<Plan> plans;
   for (const FamilySpec& family : op.families) {
-    // The cross product of the roles' configs and the partial choices, counted as a mixed-radix
-    // number whose last digit (the P, then the last role) varies fastest: declaration order, so
-    // the default (every role's first config, the first P) comes first.
-    std::vector<int64_t> partials = family.partials == Partials::PerSample ? family.partialChoices
-                                                                           : std::vector<int64_t>{0};
-    size_t total = partials.size();
-    for (const RoleSpec& role : family.roles) total *= role.configs.size();
-    for (size_t n = 0; n < total; ++n) {
-      size_t rest = n;
-      Plan plan{op.name, family.name, partials[rest % partials.size()], {}};
-      rest /= partials.size();
-      std::vector<size_t> index(family.roles.size());
-      for (size_t r = family.roles.size(); r-- > 0;) {
-        index[r] = rest % family.roles[r].configs.size();
-        rest /= family.roles[r].configs.size();
-      }
-      for (size_t r = 0; r < family.roles.size(); ++r) {
-        const RoleSpec& role = family.roles[r];
-        plan.launches.push_back({role.role, role.kernel, compileConfig(op, variant, size, role, role.configs[index[r]]), ""});
-      }
-      plans.push_back(std::move(plan));
+    std::vector<std::vector<std::string>> roleConfigs;
+    for (const RoleSpec& role : family.roles) {
+      roleConfigs.emplace_back();
+      for (const std::string& tunables : role.configs)
+        roleConfigs.back().push_back(compileConfig(op, variant, size, role, tunables));
     }
+    appendFamilyPlans(op, family, roleConfigs, plans);
   }
   return plans;
+}
+
+Expected<std::vector<Plan>> plansOfConfigs(const OpSpec& op, const std::map<std::string, std::string>& variant,
+                                           int64_t size,
+                                           const std::map<std::string, std::vector<std::string>>& configsByKernel) {
+  std::map<std::string, std::vector<Config>> given;
+  for (const auto& [kernel, texts] : configsByKernel) {
+    std::vector<Config>& configs = given[kernel];
+    for (const std::string& text : texts) {
+      auto config = parseConfig(text);
+      if (!config) return Status::error(kernel + " config '" + text + "': " + config.status().message());
+      if (std::find(configs.begin(), configs.end(), *config) == configs.end()) configs.push_back(config.take());
+    }
+  }
+  std::vector<Plan> plans;
+  for (const FamilySpec& family : op.families) {
+    std::vector<std::vector<std::string>> roleConfigs;
+    for (const RoleSpec& role : family.roles) {
+      auto it = given.find(role.kernel);
+      if (it == given.end()) break;
+      roleConfigs.push_back(roleConfigsOf(op, variant, size, role, it->second));
+      if (roleConfigs.back().empty()) break;
+    }
+    bool everyRole = roleConfigs.size() == family.roles.size() && !roleConfigs.back().empty();
+    if (everyRole) appendFamilyPlans(op, family, roleConfigs, plans);
+  }
+  return plans;
+}
+
+Status checkCompiledConfig(const OpSpec& op, const std::string& config, const std::map<std::string, int64_t>& compiled,
+                           const std::vector<std::string>& tunables) {
+  ASSIGN_OR_RETURN(Config wanted, parseConfig(config));
+  for (const auto& [key, value] : wanted) {
+    auto it = compiled.find(key);
+    if (it == compiled.end()) return Status::error("it has no " + key + " (the launch's " + key + "=" + value + ")");
+    if (!sameValue(op, key, value, std::to_string(it->second)))
+      return Status::error("its " + key + " is " + std::to_string(it->second) + ", the launch's " + value);
+  }
+  for (const auto& [key, value] : compiled)
+    if (!wanted.count(key) && std::find(tunables.begin(), tunables.end(), key) == tunables.end())
+      return Status::error("its " + key + "=" + std::to_string(value) +
+                           " is not a tunable and the launch's config lacks it");
+  return Status::ok();
 }
 
 Plan defaultPlan(const OpSpec& op, const std::map<std::string, std::string>& variant, int64_t size) {

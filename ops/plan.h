@@ -80,6 +80,26 @@ Status validateProblem(const Problem& problem);
 /// applies to a given M is planApplies.
 std::vector<Plan> candidatePlans(const OpSpec& op, const std::map<std::string, std::string>& variant,
                                  int64_t size);
+/// The plans that a set of code objects makes for the op at a variant and size. configsByKernel:
+/// per kernel, the full configs its objects are compiled with ("K=V,..." in any key order; a
+/// compile-time variant by name or by the code launch metadata reports, ops/op_table.h
+/// VariantAxis::codes). A specialized role takes the configs of the variant and size, a shared
+/// helper any of its kernel's; a family with a role without configs makes none. Each role's
+/// configs in the table's order first (those that are a candidate's compileConfig, the one whose
+/// keys they match most; a config may add tunables at the kernel's defaults, as launch metadata
+/// spells them), then the others in the order given, so the default plan comes first where its
+/// objects are given; the plans are candidatePlans' cross product over these, each launch's
+/// config the one given (canonical, duplicates dropped). Error: a malformed config, naming it.
+Expected<std::vector<Plan>> plansOfConfigs(const OpSpec& op, const std::map<std::string, std::string>& variant,
+                                           int64_t size,
+                                           const std::map<std::string, std::vector<std::string>>& configsByKernel);
+/// Whether a code object compiled as `compiled` (its launch metadata's "config": every
+/// specialization and tunable with defaults included, compile-time variants by code) with
+/// `tunables` (the metadata's "tunables") is launch config `config`: each key of `config` has its
+/// value there, and every other key there is a tunable `config` leaves to the kernel's default
+/// (whose value only the compiler knows, so it is not checked). When not, the first difference.
+Status checkCompiledConfig(const OpSpec& op, const std::string& config, const std::map<std::string, int64_t>& compiled,
+                           const std::vector<std::string>& tunables);
 /// The op's default plan at a variant and size (candidatePlans' first).
 Plan defaultPlan(const OpSpec& op, const std::map<std::string, std::string>& variant, int64_t size);
 /// Whether the plan can run this problem (its tiles divide the tokens, its P the samples' tokens,
