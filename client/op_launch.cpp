@@ -5,6 +5,8 @@
 // first is enqueued, the raw launches those checks prepared enqueued without checking twice, and
 // statuses turned into mxrt_status codes with a message once. mxc_op_launch is mxc_op_prepare's
 // checks followed by mxc_launches_enqueue's, on the one path below (prepare, enqueue).
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <exception>
@@ -211,6 +213,22 @@ int enqueue(const mxc_op& op, const Launches& launches, void* stream, size_t fir
 
 namespace mxfp6::client {
 
+/// The launch's config completed with the tunables its object was compiled with at their
+/// defaults (a plan may leave those out: the object's metadata lists them all), so composition
+/// reads every tunable it needs (a column packer's HB) whatever the plan's spelling. The plan's id
+/// keeps the spelling it was given.
+void completeConfig(ops::PlanLaunch& launch, const std::string& metadataJson) {
+  auto meta = nlohmann::json::parse(metadataJson, nullptr, false);
+  auto config = ops::parseConfig(launch.config);
+  if (meta.is_discarded() || !config || !meta.contains("config") || !meta.contains("tunables")) return;
+  for (const auto& name : meta["tunables"]) {
+    if (!name.is_string() || config->count(name.get<std::string>())) continue;
+    const auto& value = meta["config"].value(name.get<std::string>(), nlohmann::json());
+    if (value.is_number_integer()) (*config)[name.get<std::string>()] = std::to_string(value.get<int64_t>());
+  }
+  launch.config = ops::canonicalConfig(*config);
+}
+
 Expected<std::unique_ptr<mxc_op>> makeOp(const std::string& keyText, const OpKey& key, ops::Plan plan,
                                          std::string planId, std::vector<Object> objects) {
   auto op = std::make_unique<mxc_op>();
@@ -224,8 +242,10 @@ Expected<std::unique_ptr<mxc_op>> makeOp(const std::string& keyText, const OpKey
   if (objects.size() != op->plan.launches.size())
     return Status::error("the plan has " + std::to_string(op->plan.launches.size()) + " launches but " +
                          std::to_string(objects.size()) + " code objects");
-  for (Object& o : objects) {
+  for (size_t i = 0; i < objects.size(); ++i) {
+    Object& o = objects[i];
     ASSIGN_OR_RETURN(rt::KernelMetadata metadata, Client::metadataOf(o));
+    completeConfig(op->plan.launches[i], o.metadataJson);
     op->metadata.push_back(std::move(metadata));
     op->objects.push_back(std::move(o));
   }

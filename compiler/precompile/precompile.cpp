@@ -67,17 +67,14 @@ Expected<CodeObject> compileWithResources(const std::string& fileName, const std
                                                                    : codegen::Emit::Ptx;
   auto compiled = codegen::compileKernel(*kernel, *target, emit);
   if (!compiled) return compiled.status();
-  nlohmann::json meta = nlohmann::json::parse(compiled->metadataJson, nullptr, false);
-  if (meta.is_discarded()) return Status::error("the compiler wrote unreadable launch metadata");
-  meta["metadata_schema"] = kMetadataSchema;
-  meta["toolchain"] = toolchain;
+  ASSIGN_OR_RETURN(std::string meta, stampedMetadata(compiled->metadataJson, toolchain));
   const codegen::Resources& r = compiled->resources;
   if (resources) {
     resources->cost = double(r.registers.value_or(0)) * compiled->blockThreads + r.sharedBytes.value_or(0);
     resources->stackBytes = r.stackBytes.value_or(0);
   }
   return CodeObject{sha256Hex(compiled->bytes), kernelName, targetName, codegen::emitName(emit), configText,
-                    sha256Hex(source), toolchain, meta.dump(), compiled->bytes};
+                    sha256Hex(source), toolchain, std::move(meta), compiled->bytes};
 }
 
 Expected<std::string> readText(const std::string& path) {
@@ -123,6 +120,14 @@ void compileAll(std::vector<Job>& jobs, const std::map<std::string, std::pair<st
 }
 
 }  // namespace
+
+Expected<std::string> stampedMetadata(const std::string& metadataJson, const std::string& toolchain, int indent) {
+  nlohmann::json meta = nlohmann::json::parse(metadataJson, nullptr, false);
+  if (meta.is_discarded()) return Status::error("the compiler wrote unreadable launch metadata");
+  meta["metadata_schema"] = kMetadataSchema;
+  meta["toolchain"] = toolchain;
+  return indent < 0 ? meta.dump() : meta.dump(indent) + "\n";
+}
 
 Expected<CodeObject> compileKernelObject(const std::string& fileName, const std::string& source,
                                          const std::string& kernel, const std::string& config,

@@ -31,6 +31,12 @@ std::string toolchainFingerprint();
 /// Bumped when the launch metadata's meaning changes: loaders refuse other versions.
 inline constexpr int kMetadataSchema = 1;
 
+/// A compiled kernel's launch metadata stamped with kMetadataSchema and `toolchain`: what every
+/// code object this compiler writes carries (the database's, `precompile -o`'s and `compile -o`'s),
+/// so a loader tells current objects from stale ones. indent: as nlohmann::json::dump (-1: one
+/// line, what the database stores; 2: the compiler's own layout, for files).
+Expected<std::string> stampedMetadata(const std::string& metadataJson, const std::string& toolchain, int indent = -1);
+
 /// One kernel of a DSL source compiled for a target (cubin where ptxas is present, else PTX;
 /// HSACO for AMD), its launch metadata stamped with kMetadataSchema and `toolchain`. Errors
 /// carry the compiler's located diagnostics. Thread-safe.

@@ -26,6 +26,7 @@
 #include "compiler/codegen/occupancy.h"
 #include "compiler/frontend/frontend.h"
 #include "compiler/frontend/knobs.h"
+#include "compiler/precompile/precompile.h"
 #include "tools/mxfp6c/fetch.h"
 #include "tools/mxfp6c/pin.h"
 #include "tools/mxfp6c/precompile_shapes.h"
@@ -226,7 +227,12 @@ int cmdCompile(const Args& a) {
   if (!writeFile(out, compiled->bytes)) return kUserError;
   if (!a.flags.count("--quiet")) std::cerr << cli::resourceReport(kernelName, *target, *compiled);
   bool codeObject = *emit == codegen::Emit::Cubin || *emit == codegen::Emit::Hsaco || *emit == codegen::Emit::Ptx;
-  if (codeObject && out != "-" && !writeFile(out + ".json", compiled->metadataJson)) return kUserError;
+  if (codeObject && out != "-") {
+    // Stamped like the database's objects, so the client (and the benchmark through it) loads them.
+    Expected<std::string> meta = precompile::stampedMetadata(compiled->metadataJson, precompile::toolchainFingerprint(), 2);
+    if (!meta) return std::cerr << "mxfp6c: error: " << meta.status().message() << "\n", kUserError;
+    if (!writeFile(out + ".json", *meta)) return kUserError;
+  }
   return kOk;
 }
 
@@ -266,6 +272,7 @@ int cmdPrecompile(const Args& a) {
   if (ec) return std::cerr << "mxfp6c: error: cannot create " << outDir << ": " << ec.message() << "\n", kUserError;
 
   int failures = 0;
+  const std::string toolchain = precompile::toolchainFingerprint();
   std::printf("%-28s %-7s %-6s %9s %6s %6s %8s %6s  %s\n", "kernel", "target", "format", "bytes", "regs", "sgprs",
               "shared", "stack", "occupancy (bound)");
   for (const std::string& file : collectSources(a.positional)) {
@@ -291,7 +298,13 @@ int cmdPrecompile(const Args& a) {
           continue;
         }
         fs::path base = outDir / (info.name + "." + target.name + "." + codegen::emitName(emit));
-        if (!writeFile(base.string(), compiled->bytes) || !writeFile(base.string() + ".json", compiled->metadataJson)) {
+        Expected<std::string> meta = precompile::stampedMetadata(compiled->metadataJson, toolchain, 2);
+        if (!meta) {
+          std::cerr << "mxfp6c: error: " << info.name << " for " << target.name << ": " << meta.status().message() << "\n";
+          ++failures;
+          continue;
+        }
+        if (!writeFile(base.string(), compiled->bytes) || !writeFile(base.string() + ".json", *meta)) {
           ++failures;
           continue;
         }
