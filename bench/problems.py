@@ -1,6 +1,8 @@
 """The benchmarked problems, one class per kernel: inputs, the PyTorch implementation (eager, and
 what torch.compile compiles), the fp64 check every implementation must pass, the minimal bytes,
-and the values of our kernel's launch ABI. Semantics: docs/architecture.md section 4; kernels_dsl/*.mxk.
+and the call of our op: its tensors and scalars by the op's argument names (docs/architecture.md,
+"Ops"), which bench/ours.py runs every plan of through the ops layer. Semantics:
+docs/architecture.md section 4; kernels_dsl/*.mxk.
 
 Each implementation is called as fn(*problem.args) and returns the outputs in the kernel's order.
 Inputs are random (never zeros, which can hide unwritten outputs and run faster than real data),
@@ -11,7 +13,6 @@ import functools
 import torch
 
 import mxfp6_spec
-import mxfp6rt
 import partials
 
 BF16, F32, F64 = torch.bfloat16, torch.float32, torch.float64
@@ -348,87 +349,39 @@ def _rope_table(positions, g, device):
     return angle.cos().float(), angle.sin().float()
 
 
-class Stage:
-    """One launch of ours: a code object, its row count, and its ABI values from (outs, scratch)."""
-
-    def __init__(self, code_path, meta, rows, values):
-        self.code_path, self.meta, self.rows, self.values = code_path, meta, rows, values
-
-
-class Plan:
-    """One way of running ours, timed as one measurement: its launches in order, scratch buffers
-    (partials: our overhead, written and read by the launches, poisoned like the outputs) and the
-    check of its outputs.
-
-    A plan may name a twin: another plan of ours (not timed) whose outputs its check compares with,
-    called as check(outs, twin_outs); alloc allocates a plan's outputs where they are not the
-    problem's (a twin's)."""
-
-    def __init__(self, config, stages, check, scratch=tuple, twin=None, alloc=None):
-        self.config, self.stages, self.check, self.scratch = config, stages, check, scratch
-        self.twin, self.alloc = twin, alloc
+def tree_depth(P):
+    """The longest chain of additions of the dw partials' reduction tree over P partials (the
+    ops layer's: ops/op_table.h treeChunks, mirrored by partials.tree_chunks)."""
+    return sum(partials.tree_chunks(P))
 
 
-class PartialsTree:
-    """The fixed-order reduction of [G, P, 128] fp32 partials into [G, 128] by norm_rope_dw_reduce,
-    launched as a tree: each level sums runs of `chunk` consecutive partials (ascending) into
-    [G, P/chunk, 128], the last level sums what is left. One launch over all P would be G programs
-    walking P dependent loads each (G = 2 programs over 8192 partials: the GPU idles); a level of
-    G*P/chunk programs keeps it busy. Deterministic like the single launch (a fixed order), and
-    shallower: its depth, for the fp32 accumulation bound, is the sum of the chunks."""
-    def __init__(self, G, P):
-        self.G, self.P, self.chunks = G, P, partials.tree_chunks(P)
+def row_partials_depth(rows):
+    """The accumulation depth of the per-row norm+RoPE backward passes: P = min(8192, rows) programs
+    each summing every P-th row, then the tree over the P partials."""
+    P = min(ROW_PARTIALS, rows)
+    return -(-rows // P) + tree_depth(P)
 
-    def depth(self):
-        return sum(self.chunks)
 
-    def label(self):
-        return "tree " + "x".join(map(str, self.chunks))
-
-    def scratch(self, device):
-        """The levels' outputs but the last: [G, P/chunk, 128] f32 each."""
-        bufs, left = [], self.P
-        for chunk in self.chunks[:-1]:
-            left //= chunk
-            bufs.append(torch.empty(self.G, left, HEAD_DIM, device=device, dtype=F32))
-        return tuple(bufs)
-
-    def stages(self, rpath, rmeta, source, dest, first):
-        """The levels' launches: source(parts) is the [G, P, 128] partials, dest(outs) the [G, 128]
-        result, parts[first:] the buffers of scratch()."""
-        stages, left = [], self.P
-        for level, chunk in enumerate(self.chunks):
-            left //= chunk
-            last = level == len(self.chunks) - 1
-            inp = (lambda o, p: source(p)) if level == 0 else (lambda o, p, i=first + level - 1: p[i])
-            out = (lambda o, p: dest(o)) if last else (lambda o, p, i=first + level: p[i])
-            programs = self.G * left
-
-            def values(outs, parts, inp=inp, out=out, chunk=chunk, programs=programs):
-                return {"dw_part": inp(outs, parts).view(programs, chunk, HEAD_DIM),
-                        "dw": out(outs, parts).view(programs, HEAD_DIM), "G": programs, "P": chunk}
-
-            stages.append(Stage(rpath, rmeta, programs, values))
-        return stages
+ROW_PARTIALS = 8192  # ops/op_table.h kNormRopeRowPartials
 
 
 class Problem:
-    """What run.py needs of a problem: name, kernel, family, label, shape, tokens, rows, BYTES,
+    """What run.py needs of a problem: name, kernel (our op, ops/op_table.cpp), variant (the op's
+    variant text: "layout=bsd", "FMT=E3M2,MODE=RCEIL"), family, label, shape, tokens, rows, BYTES,
     min_bytes(), make(device, seed), args, torch_fn (eager; compile_fn, when set, is what
-    torch.compile compiles instead), alloc_outputs(), check(outs), plans(objects), free()."""
+    torch.compile compiles instead), alloc_outputs(), call(outs), check(outs), check_of(plan),
+    free(). A problem whose op writes fewer outputs than its check needs names a twin_op: ours at
+    the same plan with more outputs, run once untimed into alloc_outputs(twin=True)."""
     copy_target = 0.90  # docs/architecture.md section 8: forward kernels
     compile_mode_auto = "max-autotune-no-cudagraphs"  # --compile-mode auto
     compile_fn = None
-    stage_kernels = None  # the kernels our plans launch, when not just `kernel`
+    variant = ""
+    twin_op = None
 
-    def plans(self, objects):
-        """One plan per code object of `kernel`: a single launch over `rows`."""
-        return [Plan(mxfp6rt.config_tag(meta),
-                     [Stage(path, meta, self.rows, lambda outs, scratch: self.abi_values(outs))], self.check)
-                for path, meta in objects.get(self.kernel, [])]
-
-    def needs(self):
-        return self.stage_kernels or (self.kernel,)
+    def check_of(self, plan, twinned=False):
+        """The check of a plan of ours (its JSON, ops/plan.h): the problem's, at the plan's
+        accumulation depth where its launches sum partials."""
+        return self.check
 
 
 # Token layouts of LN-modulate (docs/architecture.md section 4.2): batch-major [B, S, D], the sample of token
@@ -438,7 +391,8 @@ TOKEN_LAYOUTS = {"bsd": ("", "", "[B, S, D]"), "sbd": (":sequence-major", " [S, 
 
 class LnModulate(Problem):
     """LN-modulate forward, per-sample modulation, tokens [B, S, D] (sample_div = S) or [S, B, D]
-    (sample_div = 1): ours is ln_modulate_fwd or ln_modulate_fwd_samples, whichever plan is faster."""
+    (sample_div = 1): ours is the op's rows plans (ln_modulate_fwd) or its samples plans
+    (ln_modulate_fwd_samples), whichever is faster."""
     kernel = "ln_modulate_fwd"
     samples_kernel = "ln_modulate_fwd_samples"
     family = "LN-modulate fwd"
@@ -450,7 +404,7 @@ class LnModulate(Problem):
     def __init__(self, tokens, tokens_per_sample=512, layout="bsd"):
         assert tokens % tokens_per_sample == 0, "whole samples"
         self.T, self.S, self.B = tokens, tokens_per_sample, tokens // tokens_per_sample
-        self.layout = layout
+        self.layout, self.variant = layout, f"layout={layout}"
         self.sample_div = tokens_per_sample if layout == "bsd" else 1
         self.tokens, self.rows = tokens, tokens
         suffix, label, shape = TOKEN_LAYOUTS[layout]
@@ -477,24 +431,11 @@ class LnModulate(Problem):
         return (torch.empty_like(x), torch.empty(self.T, device=x.device, dtype=F32),
                 torch.empty(self.T, device=x.device, dtype=F32))
 
-    def abi_values(self, outs):
-        x, scale, shift, sample_div, eps = self.args
+    def call(self, outs):
+        x, scale, shift, _, eps = self.args
         y, mean, rstd = outs
-        return {"x": x, "scale": scale, "shift": shift, "y": y, "mean": mean, "rstd": rstd,
-                "sample_div": sample_div, "eps": eps, "T": self.T, "B": self.B, "D": self.D}
-
-    def plans(self, objects):
-        """ln_modulate_fwd's plans (a program per ROWS tokens), then ln_modulate_fwd_samples' (one per
-        sample and j < P, walking the sample's tokens j, j + P, ...), labelled `samples ...`."""
-        strides = (self.S, 1) if self.layout == "bsd" else (1, self.B)
-
-        def sample_values(outs, scratch):  # the same tensors; where a sample's tokens are instead of sample_div
-            return {**self.abi_values(outs), "tokens_per_sample": self.S, "sample_stride": strides[0],
-                    "token_stride": strides[1]}
-        return super().plans(objects) + [
-            Plan("samples " + mxfp6rt.config_tag(meta), [Stage(path, meta, self.B * meta["config"]["P"], sample_values)],
-                 self.check)
-            for path, meta in objects.get(self.samples_kernel, [])]
+        return ([("x", x), ("scale", scale), ("shift", shift), ("y", y), ("mean", mean), ("rstd", rstd)],
+                {"tokens_per_sample": self.S, "eps": eps})
 
     def check(self, outs, chunk=4096):
         x, scale, shift, sample_div, _ = self.args
@@ -527,6 +468,13 @@ class _PerTokenModulation:
     def __init__(self, tokens):
         super().__init__(tokens, tokens_per_sample=1)
         self.shape = {"T": tokens, "D": self.D, "modulation": "per token"}
+        self.variant = ""  # the per-token ops have no token layout: every token is its own sample
+
+    def call(self, outs):
+        """The per-sample call without tokens_per_sample (scale and shift are [T, D])."""
+        tensors, scalars = super().call(outs)
+        scalars.pop("tokens_per_sample")
+        return tensors, scalars
 
 
 class LnModulatePerToken(_PerTokenModulation, LnModulate):
@@ -535,9 +483,6 @@ class LnModulatePerToken(_PerTokenModulation, LnModulate):
     kernel = "ln_modulate_fwd_per_token"
     family = "LN-modulate fwd, per-token"
     BYTES = "2*T*D (x) + 2*2*T*D (scale, shift) + 2*T*D (y) + 2*4*T (mean, rstd)"
-
-    def plans(self, objects):
-        return Problem.plans(self, objects)
 
 
 class _NormRopeBase(Problem):
@@ -594,7 +539,7 @@ class NormRopeQkv(_NormRopeBase):
     def __init__(self, rows, layout, sequence_major=False):
         super().__init__(rows, sequence_major)
         assert layout in ("megatron", "blocked")
-        self.layout = layout
+        self.layout, self.variant = layout, f"layout={layout}"
         self.name = f"{self.kernel}:rows={rows}:{layout}{self.order_suffix}"
         self.describe(f"rows={rows} {layout}", layout=layout)
 
@@ -618,14 +563,11 @@ class NormRopeQkv(_NormRopeBase):
         m = self.mixed
         return tuple(self._empty_rows(BF16, m) for _ in range(3)) + tuple(self._empty_rows(F32, m) for _ in range(2))
 
-    def abi_values(self, outs):
+    def call(self, outs):
         qkv, qw, kw, qc, qs, kc, ks, pos_div, eps = self.args
-        q, k, v, qr, kr = outs
-        return {"qkv": qkv, "q_weight": qw, "k_weight": kw, "q_cos": qc, "q_sin": qs, "k_cos": kc, "k_sin": ks,
-                "q": q, "k": k, "v": v, "q_rstd": qr, "k_rstd": kr,
-                "qkv_token_stride": qkv.stride(0), "qkv_part_stride": qkv.stride(1),
-                "qkv_head_stride": qkv.stride(2), "pos_div": pos_div, "eps": eps,
-                "T": self.T, "H": self.heads, "S": self.positions}
+        return ([("qkv", qkv), ("q_weight", qw), ("k_weight", kw), ("q_cos", qc), ("q_sin", qs), ("k_cos", kc),
+                 ("k_sin", ks)] + list(zip(("q", "k", "v", "q_rstd", "k_rstd"), outs)),
+                {"pos_div": pos_div, "eps": eps})
 
     def check(self, outs):
         qkv, qw, kw, qc, qs, kc, ks, pos_div, _ = self.args
@@ -665,12 +607,10 @@ class NormRopeSlice(_NormRopeBase):
     def alloc_outputs(self):
         return self._empty_rows(BF16, self.mixed), self._empty_rows(F32, self.mixed)
 
-    def abi_values(self, outs):
+    def call(self, outs):
         x, w, c, s, pos_div, eps = self.args
         y, rstd = outs
-        return {"x": x, "weight": w, "rope_cos": c, "rope_sin": s, "y": y, "rstd": rstd,
-                "x_token_stride": x.stride(0), "x_head_stride": x.stride(1), "pos_div": pos_div, "eps": eps,
-                "T": self.T, "H": self.heads, "S": self.positions}
+        return [("x", x), ("weight", w), ("cos", c), ("sin", s), ("y", y), ("rstd", rstd)], {"pos_div": pos_div, "eps": eps}
 
     def check(self, outs):
         x, w, c, s, pos_div, _ = self.args
@@ -681,12 +621,11 @@ class NormRopeSlice(_NormRopeBase):
 
 
 class LnModulateBwd(Problem):
-    """LN-modulate backward, per-sample modulation, tokens [B, S, D] batch-major. Ours is two
+    """LN-modulate backward, per-sample modulation, tokens [B, S, D] or [S, B, D]. Ours is two
     launches timed as one: ln_modulate_bwd (dx, and fp32 partials of dscale/dshift: P per sample,
     partial j summing tokens j, j + P, ...) then ln_modulate_bwd_reduce (the P partials in order).
-    P is our launch choice, so every P of PARTIALS is one of our plans."""
+    P is a choice of the op's plans (ops/op_table.cpp), so every P is a plan of ours."""
     kernel = "ln_modulate_bwd"
-    stage_kernels = ("ln_modulate_bwd", "ln_modulate_bwd_reduce")
     family = "LN-modulate bwd"
     torch_fn = staticmethod(ln_modulate_bwd_torch)
     copy_target = 0.85  # docs/architecture.md section 8: backward kernels
@@ -697,8 +636,9 @@ class LnModulateBwd(Problem):
     # P = 12 lost to 8 as well (run -21), also where registers were capped for 3 programs per SM.
     # P = 4 wins at T = 32768 (64 samples: 256 programs, one wave of 2 per SM, and half the
     # partials' traffic of P = 8) and loses at T = 16384, where its 128 programs leave half the
-    # GPU idle (b1bc92a:bench/results/2026-12-01-h200-4-ln_modulate_bwd-p4.md).
-    PARTIALS = (4, 8, 16)
+    # GPU idle (b1bc92a:bench/results/2026-12-01-h200-4-ln_modulate_bwd-p4.md). The op table's
+    # choices; the shape's record.
+    PARTIALS = (8, 4, 16)
     # Minimal bytes: g, x read once, scale (B rows), mean and rstd read once; dx, dscale, dshift
     # written once. Our partials are overhead, not minimal bytes.
     BYTES = ("2*T*D (g) + 2*T*D (x) + 2*B*D (scale) + 2*4*T (mean, rstd) + 2*T*D (dx) + 2*2*B*D (dscale, dshift); "
@@ -707,13 +647,13 @@ class LnModulateBwd(Problem):
     def __init__(self, tokens, tokens_per_sample=512, layout="bsd"):
         assert tokens % tokens_per_sample == 0, "whole samples"
         self.T, self.S, self.B = tokens, tokens_per_sample, tokens // tokens_per_sample
-        self.layout = layout
+        self.layout, self.variant = layout, f"layout={layout}"
         self.tokens, self.rows = tokens, tokens
         suffix, label, shape = TOKEN_LAYOUTS[layout]
         self.label = f"T={tokens}{label}"
         self.name = f"{self.kernel}:T={tokens}{suffix}"
         self.shape = {"T": tokens, "B": self.B, "S": tokens_per_sample, "D": self.D, "layout": shape,
-                      "partials_per_sample": list(self.PARTIALS)}
+                      "partials_per_sample": [P for P in self.PARTIALS if P <= tokens_per_sample]}
 
     def by_sample(self, t):
         """A [T, ...] tensor as [B, S, ...] (a view), whatever the token layout."""
@@ -744,34 +684,15 @@ class LnModulateBwd(Problem):
         return (torch.empty_like(g), torch.empty(self.B, self.D, device=g.device, dtype=BF16),
                 torch.empty(self.B, self.D, device=g.device, dtype=BF16))
 
-    def plans(self, objects):
-        return [self._plan(bpath, bmeta, rpath, rmeta, P)
-                for bpath, bmeta in objects.get("ln_modulate_bwd", [])
-                for rpath, rmeta in objects.get("ln_modulate_bwd_reduce", [])
-                for P in self.PARTIALS if P <= self.S]
-
-    def _plan(self, bpath, bmeta, rpath, rmeta, P):
+    def call(self, outs):
         g, x, scale, mean, rstd, S, _ = self.args
-        B, D = self.B, self.D
-        sample_stride, token_stride = (S, 1) if self.layout == "bsd" else (1, B)
+        return ([("g", g), ("x", x), ("scale", scale), ("mean", mean), ("rstd", rstd)]
+                + list(zip(("dx", "dscale", "dshift"), outs)), {"tokens_per_sample": S})
 
-        def scratch():
-            return tuple(torch.empty(B, P, D, device=g.device, dtype=F32) for _ in range(2))
-
-        def bwd_values(outs, parts):
-            return {"g": g, "x": x, "scale": scale, "mean": mean, "rstd": rstd, "dx": outs[0],
-                    "dscale_part": parts[0], "dshift_part": parts[1], "tokens_per_sample": S,
-                    "sample_stride": sample_stride, "token_stride": token_stride, "T": self.T, "B": B, "P": P,
-                    "D": D}
-
-        def reduce_values(outs, parts):
-            return {"dscale_part": parts[0], "dshift_part": parts[1], "dscale": outs[1], "dshift": outs[2],
-                    "B": B, "P": P, "D": D}
-
-        return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)}",
-                    [Stage(bpath, bmeta, B * P, bwd_values),
-                     Stage(rpath, rmeta, B * (D // rmeta["config"]["W"]), reduce_values)],
-                    functools.partial(self.check, depth=-(-S // P) + P), scratch)
+    def check_of(self, plan, twinned=False):
+        """dscale, dshift summed by P partials per sample of S/P tokens each, then P in order."""
+        P = plan["partials"]
+        return functools.partial(self.check, depth=-(-self.S // P) + P)
 
     def check(self, outs, depth=None, chunk_samples=8):
         """dx: 1 ulp, or 0.5*ulp + 2^-20 * rstd*(|gh| + mean|gh| + |xh|~ * mean(|gh|*|xh|~)),
@@ -817,18 +738,11 @@ class LnModulateBwdPerToken(_PerTokenModulation, LnModulateBwd):
     elementwise, so one launch of ln_modulate_bwd_per_token and no partials. The baselines take it as
     per-sample modulation with one token per sample (S = 1, B = T)."""
     kernel = "ln_modulate_bwd_per_token"
-    stage_kernels = None
     family = "LN-modulate bwd, per-token"
     BYTES = "2*T*D (g) + 2*T*D (x) + 2*T*D (scale) + 2*4*T (mean, rstd) + 2*T*D (dx) + 2*2*T*D (dscale, dshift)"
 
-    def plans(self, objects):
-        def values(outs, scratch):
-            g, x, scale, mean, rstd, _, _ = self.args
-            return {"g": g, "x": x, "scale": scale, "mean": mean, "rstd": rstd, "dx": outs[0], "dscale": outs[1],
-                    "dshift": outs[2]}
-        return [Plan(mxfp6rt.config_tag(meta), [Stage(path, meta, self.rows, values)],
-                     functools.partial(self.check, depth=1))
-                for path, meta in objects.get(self.kernel, [])]
+    def check_of(self, plan, twinned=False):
+        return functools.partial(self.check, depth=1)
 
     def check(self, outs, depth=None, chunk_samples=4096):
         """As LnModulateBwd's, a sample being one token: dscale one product rounded once, dshift = g."""
@@ -836,19 +750,17 @@ class LnModulateBwdPerToken(_PerTokenModulation, LnModulateBwd):
 
 
 class NormRopeQkvBwd(_NormRopeBase):
-    """Whole-QKV norm+RoPE backward. Ours is two launches timed as one: a pass writing all of
-    d(mixed_qkv), in mixed_qkv's layout, and fp32 dw partials for Q and K, then norm_rope_dw_reduce
-    (the P partials in a fixed order, as a PartialsTree of launches). The pass is either kernel of the same math: norm_rope_qkv_bwd (P =
-    PARTIALS programs, each a loop over every P-th row) or, where T % 32 == 0,
-    norm_rope_qkv_bwd_tiles (one program per 32 tokens x head over [T/32, 32, ...] views of the
-    same tensors: P = T/32 * H partials, each 32 tokens deep); its plans' configs start "tiles"."""
+    """Whole-QKV norm+RoPE backward. Ours is a pass writing all of d(mixed_qkv), in mixed_qkv's
+    layout, and fp32 dw partials for Q and K, then norm_rope_dw_reduce launches (the P partials in a
+    fixed order, a tree), timed as one. The pass is either kernel of the same math: the op's rows
+    plans (norm_rope_qkv_bwd: P = min(8192, rows) programs, each a loop over every P-th row) or,
+    where T % 32 == 0, its tiles plans (norm_rope_qkv_bwd_tiles: one program per 32 tokens x head,
+    P = T/32 * H partials, each 32 tokens deep)."""
     kernel = "norm_rope_qkv_bwd"
-    stage_kernels = ("norm_rope_qkv_bwd", "norm_rope_qkv_bwd_tiles", "norm_rope_dw_reduce")
     family = "norm+RoPE whole-QKV bwd"
     torch_fn = staticmethod(norm_rope_qkv_bwd_torch)
     copy_target = 0.85  # docs/architecture.md section 8: backward kernels
     compile_mode_auto = "default"
-    PARTIALS = 8192  # as the GPU test
     # Minimal bytes: what the math reads once -- dq, dk, dv, the Q and K parts of mixed_qkv (not V:
     # dV is dv), both rstd, the two weights, the Q and K tables (cos and sin) -- and what it writes
     # once: all of d(mixed_qkv) and dw.
@@ -861,11 +773,11 @@ class NormRopeQkvBwd(_NormRopeBase):
         arguments -- the caller's explicit choice (docs/architecture.md section 4.1); its bytes are read once."""
         super().__init__(rows, sequence_major)
         assert layout in ("megatron", "blocked")
-        self.layout = layout
+        self.layout, self.variant = layout, f"layout={layout}"
         self.shared_table = shared_table
         self.table_suffix = ":shared-table" if shared_table else ""
         self.name = f"{self.kernel}:rows={rows}:{layout}{self.order_suffix}{self.table_suffix}"
-        self.describe(f"rows={rows} {layout}", layout=layout, partials=min(self.PARTIALS, rows))
+        self.describe(f"rows={rows} {layout}", layout=layout, partials=min(ROW_PARTIALS, rows))
         if shared_table:
             self.label += " one table"
             self.shape["rotary_tables"] = "shared by Q and K"
@@ -908,76 +820,20 @@ class NormRopeQkvBwd(_NormRopeBase):
     def alloc_outputs(self):
         return self._view(torch.empty_like(self.mixed)), torch.empty(2, HEAD_DIM, device=self.mixed.device, dtype=F32)
 
-    def plans(self, objects):
-        reductions = objects.get("norm_rope_dw_reduce", [])
-        plans = [self._plan(bpath, bmeta, rpath, rmeta)
-                 for bpath, bmeta in objects.get("norm_rope_qkv_bwd", []) for rpath, rmeta in reductions]
-        if self.T % 32 == 0:
-            plans += [self._tiles_plan(bpath, bmeta, rpath, rmeta)
-                      for bpath, bmeta in objects.get("norm_rope_qkv_bwd_tiles", []) for rpath, rmeta in reductions]
-        return plans
+    def inputs(self):
+        """The backward's inputs by the op's names."""
+        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, _ = self.bwd_args()
+        return [("dq", dq), ("dk", dk), ("dv", dv), ("qkv", qkv), ("q_weight", qw), ("k_weight", kw), ("q_cos", qc),
+                ("q_sin", qs), ("k_cos", kc), ("k_sin", ks), ("q_rstd", qr), ("k_rstd", kr)]
 
-    def _plan(self, bpath, bmeta, rpath, rmeta):
-        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
-        P = min(self.PARTIALS, self.rows)
+    def call(self, outs):
+        return self.inputs() + [("dqkv", outs[0]), ("dw", outs[1])], {"pos_div": self.pos_div}
 
-        tree = PartialsTree(2, P)
-
-        def scratch():
-            return (torch.empty(2, P, HEAD_DIM, device=dq.device, dtype=F32),) + tree.scratch(dq.device)
-
-        def bwd_values(outs, parts):
-            return {"dq": dq, "dk": dk, "dv": dv, "qkv": qkv, "q_weight": qw, "k_weight": kw, "q_cos": qc,
-                    "q_sin": qs, "k_cos": kc, "k_sin": ks, "q_rstd": qr, "k_rstd": kr, "dqkv": outs[0],
-                    "dw_part": parts[0], "qkv_token_stride": qkv.stride(0), "qkv_part_stride": qkv.stride(1),
-                    "qkv_head_stride": qkv.stride(2), "pos_div": pos_div, "T": self.T, "H": self.heads,
-                    "S": self.positions, "P": P}
-
-        return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}",
-                    [Stage(bpath, bmeta, P, bwd_values)]
-                    + tree.stages(rpath, rmeta, lambda parts: parts[0], lambda outs: outs[1], 1),
-                    functools.partial(self.check, depth=-(-self.rows // P) + tree.depth()), scratch)
-
-    def _tiled(self, rpath, rmeta, dw_out):
-        """What the tiled passes (norm_rope_qkv_bwd_tiles, the packer prologue) share: their inputs
-        as [T/32, 32, ...] views (qkv keeps mixed_qkv's strides, with a block stride of 32 tokens;
-        the weights expanded to [32, 128] with stride 0) and sizes, as a function of the dw partials
-        buffer; P = T/32 * H partials [2, T/32, H, 128] with their scratch; and the PartialsTree
-        launches reducing them into outs[dw_out]. The partials sum 32 tokens, then the tree."""
-        dq, dk, dv, qkv, qw, kw, qc, qs, kc, ks, qr, kr, pos_div = self.bwd_args()
-        T, H = self.T, self.heads
-        TB = T // 32
-        P = TB * H
-        blocks = lambda t: t.view(TB, 32, *t.shape[1:])  # [T, ...] as [T/32, 32, ...]
-        qkv_blocks = blocks(qkv)  # strides (32*token, token, part, head, 1)
-        tree = PartialsTree(2, P)
-
-        def inputs(dw_part):
-            return {"dq": blocks(dq), "dk": blocks(dk), "dv": blocks(dv), "qkv": qkv_blocks,
-                    "q_weight": qw.expand(32, HEAD_DIM), "k_weight": kw.expand(32, HEAD_DIM), "q_cos": qc,
-                    "q_sin": qs, "k_cos": kc, "k_sin": ks, "q_rstd": blocks(qr), "k_rstd": blocks(kr),
-                    "dw_part": dw_part, "qkv_block_stride": qkv_blocks.stride(0),
-                    "qkv_token_stride": qkv_blocks.stride(1), "qkv_part_stride": qkv_blocks.stride(2),
-                    "qkv_head_stride": qkv_blocks.stride(3), "pos_div": pos_div, "TB": TB, "H": H,
-                    "S": self.positions}
-
-        def scratch():
-            return (torch.empty(2, TB, H, HEAD_DIM, device=dq.device, dtype=F32),) + tree.scratch(dq.device)
-
-        reduction = tree.stages(rpath, rmeta, lambda parts: parts[0].view(2, P, HEAD_DIM),
-                                lambda outs: outs[dw_out], 1)
-        return blocks, P, tree, inputs, scratch, reduction
-
-    def _tiles_plan(self, bpath, bmeta, rpath, rmeta):
-        """norm_rope_qkv_bwd_tiles: one program per (block of 32 tokens, head) over _tiled views."""
-        blocks, P, tree, inputs, scratch, reduction = self._tiled(rpath, rmeta, dw_out=1)
-
-        def bwd_values(outs, parts):
-            return {**inputs(parts[0]), "dqkv": blocks(outs[0])}
-
-        return Plan(f"tiles {mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}",
-                    [Stage(bpath, bmeta, P, bwd_values)] + reduction,
-                    functools.partial(self.check, depth=32 + tree.depth()), scratch)
+    def check_of(self, plan, twinned=False):
+        """The tiles plans sum 32 tokens per partial, the rows plans rows/P; then the tree."""
+        tiles = plan["family"] == "tiles"
+        depth = 32 + tree_depth(self.T // 32 * self.heads) if tiles else row_partials_depth(self.rows)
+        return functools.partial(self.check, depth=depth)
 
     def check(self, outs, depth=None, chunk=2048):
         """dQ, dK: 1 ulp, or 0.5*ulp + 2^-20 * rstd*(|dn|~*|w| + |u|*sum(|dn|~*|w|*|u|)/128),
@@ -993,7 +849,7 @@ class NormRopeQkvBwd(_NormRopeBase):
                 for part, (grad, w, cos, sin, rs) in enumerate(((dq, qw, qc, qs, qr), (dk, kw, kc, ks, kr)))]
         chk.copy(dqkv[:, 2], dv)
         if depth is None:
-            P = min(self.PARTIALS, self.rows)
+            P = min(ROW_PARTIALS, self.rows)
             depth = -(-self.rows // P) + P
         dw_ref, dw_mag = (torch.stack(r) for r in zip(*refs))
         chk.bounded(dw, dw_ref, (depth + ACCUMULATION_SLACK) * 2.0 ** -24 * dw_mag)
@@ -1031,16 +887,14 @@ def _check_norm_rope_bwd(chk, grad, x, weight, cos, sin, rstd, pos_div, dx, chun
 
 class NormRopeSliceBwd(_NormRopeBase):
     """Per-tensor norm+RoPE backward of K, a strided slice of a Megatron [T, H, 3, 128] mixed_qkv: dK
-    written straight into its columns of d(mixed_qkv). Ours is two launches timed as one:
-    norm_rope_bwd (P = PARTIALS programs, each a loop over every P-th row, an fp32 dw partial each)
-    then norm_rope_dw_reduce (the partials in a fixed order, a PartialsTree of launches)."""
+    written straight into its columns of d(mixed_qkv). Ours is norm_rope_bwd (P = min(8192, rows)
+    programs, each a loop over every P-th row, an fp32 dw partial each) then norm_rope_dw_reduce
+    launches (the partials in a fixed order, a tree), timed as one."""
     kernel = "norm_rope_bwd"
-    stage_kernels = ("norm_rope_bwd", "norm_rope_dw_reduce")
     family = "norm+RoPE per-tensor bwd (K slice)"
     torch_fn = staticmethod(_norm_rope_bwd_rows)
     copy_target = 0.85  # docs/architecture.md section 8: backward kernels
     compile_mode_auto = "default"
-    PARTIALS = 8192  # as the whole-QKV backward
     BYTES = ("R*128*2 (dy) + R*128*2 (K slice) + R*4 (rstd) + 128*2 (weight) + 2*S*64*4 (table) + "
              "R*128*2 (dK into d(mixed_qkv)) + 128*4 (dw), R = T*H; the dw partials (P*128*4 bytes written, then "
              "read back by the reduction) are overhead, not counted")
@@ -1048,7 +902,7 @@ class NormRopeSliceBwd(_NormRopeBase):
     def __init__(self, rows, sequence_major=False):
         super().__init__(rows, sequence_major)
         self.name = f"{self.kernel}:rows={rows}{self.order_suffix}"
-        self.describe(f"rows={rows} K of megatron", layout="megatron K slice", partials=min(self.PARTIALS, rows))
+        self.describe(f"rows={rows} K of megatron", layout="megatron K slice", partials=min(ROW_PARTIALS, rows))
 
     def min_bytes(self):
         R, S = self.rows, self.positions
@@ -1069,30 +923,13 @@ class NormRopeSliceBwd(_NormRopeBase):
     def alloc_outputs(self):
         return self._k_slice(torch.empty_like(self.mixed)), torch.empty(HEAD_DIM, device=self.mixed.device, dtype=F32)
 
-    def plans(self, objects):
-        return [self._plan(bpath, bmeta, rpath, rmeta) for bpath, bmeta in objects.get("norm_rope_bwd", [])
-                for rpath, rmeta in objects.get("norm_rope_dw_reduce", [])]
-
-    def _plan(self, bpath, bmeta, rpath, rmeta):
+    def call(self, outs):
         dy, x, w, cos, sin, rstd, pos_div = self.args
-        P = min(self.PARTIALS, self.rows)
-        tree = PartialsTree(1, P)
+        return ([("dy", dy), ("x", x), ("weight", w), ("cos", cos), ("sin", sin), ("rstd", rstd), ("dx", outs[0]),
+                 ("dw", outs[1])], {"pos_div": pos_div})
 
-        def scratch():
-            return (torch.empty(P, HEAD_DIM, device=dy.device, dtype=F32),) + tree.scratch(dy.device)
-
-        def bwd_values(outs, parts):
-            dx = outs[0]
-            return {"dy": dy, "x": x, "weight": w, "rope_cos": cos, "rope_sin": sin, "rstd": rstd, "dx": dx,
-                    "dw_part": parts[0], "x_token_stride": x.stride(0), "x_head_stride": x.stride(1),
-                    "dx_token_stride": dx.stride(0), "dx_head_stride": dx.stride(1), "pos_div": pos_div,
-                    "T": self.T, "H": self.heads, "S": self.positions, "P": P}
-
-        return Plan(f"{mxfp6rt.config_tag(bmeta)} P={P} + reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}",
-                    [Stage(bpath, bmeta, P, bwd_values)]
-                    + tree.stages(rpath, rmeta, lambda parts: parts[0].view(1, P, HEAD_DIM),
-                                  lambda outs: outs[1].view(1, HEAD_DIM), 1),
-                    functools.partial(self.check, depth=-(-self.rows // P) + tree.depth()), scratch)
+    def check_of(self, plan, twinned=False):
+        return functools.partial(self.check, depth=row_partials_depth(self.rows))
 
     def check(self, outs, depth=None, chunk=2048):
         """dK as _check_norm_rope_bwd; dw within (depth + 8)*2^-24 of its magnitudes, depth =
@@ -1102,7 +939,7 @@ class NormRopeSliceBwd(_NormRopeBase):
         chk = Check()
         dw_ref, dw_mag = _check_norm_rope_bwd(chk, dy, x, w, cos, sin, rstd, pos_div, dx, chunk)
         if depth is None:
-            P = min(self.PARTIALS, self.rows)
+            P = min(ROW_PARTIALS, self.rows)
             depth = -(-self.rows // P) + P
         chk.bounded(dw.view(-1), dw_ref, (depth + ACCUMULATION_SLACK) * 2.0 ** -24 * dw_mag)
         return chk
@@ -1241,6 +1078,7 @@ class MxPackRows(Problem):
         assert cols % 32 == 0 and fmt in mxfp6_spec.FORMATS and mode in mxfp6_spec.MODES
         assert tokens % 32 == 0 or not self.COLUMN_BLOBS, "column blocks are 32 whole rows"
         self.T, self.C, self.fmt, self.mode = tokens, cols, fmt, mode
+        self.variant = f"FMT={fmt},MODE={mode}"
         self.tokens, self.rows = tokens, tokens
         self.family = f"MXFP6 {self.what} pack {fmt} {mode}"
         self.label = f"T={tokens} C={cols}"
@@ -1288,24 +1126,9 @@ class MxPackRows(Problem):
         return (torch.empty(self.T, self.C * 3 // 4, device=x.device, dtype=torch.uint8),
                 torch.empty(self.T, self.C // 32, device=x.device, dtype=torch.uint8))
 
-    def matches(self, meta):
-        config = meta.get("config", {})
-        return (config.get("C") == self.C and config.get("FMT") == mxfp6_spec.FMT_INDEX[self.fmt]
-                and config.get("MODE") == mxfp6_spec.MODE_INDEX[self.mode])
-
-    def plans(self, objects):
-        return [Plan(mxfp6rt.config_tag(meta),
-                     [Stage(path, meta, self.program_rows(meta), functools.partial(self.abi_values, meta=meta))],
-                     self.check)
-                for path, meta in objects.get(self.kernel, []) if self.matches(meta)]
-
-    def program_rows(self, meta):
-        """The launch's row count: one per row of X."""
-        return self.T
-
-    def abi_values(self, outs, scratch=(), meta=None):
-        x = self.args[0]
-        return {"x": x, "data": outs[0], "scales": outs[1], "R": self.T, "C": self.C}
+    def call(self, outs):
+        names = ("data", "scales") if len(self.OUTPUTS) == 2 else ("row_data", "row_scales", "col_data", "col_scales")
+        return [("x", self.args[0])] + list(zip(names, outs)), {}
 
     def check(self, outs):
         blobs, validation = self.reference()
@@ -1345,23 +1168,6 @@ class MxPackCols(MxPackRows):
         return (torch.empty(self.C, self.T * 3 // 4, device=x.device, dtype=torch.uint8),
                 torch.empty(self.C, self.T // 32, device=x.device, dtype=torch.uint8))
 
-    def matches(self, meta):
-        return super().matches(meta) and (self.T // 32) % meta["config"].get("HB", 1) == 0
-
-    def groups(self, meta):
-        """(RG, HB): the T/32 row blocks as RG groups of HB."""
-        hb = meta["config"].get("HB", 1)
-        return self.T // 32 // hb, hb
-
-    def program_rows(self, meta):
-        """One program row per (group of HB row blocks, column tile of W): RG * C/W."""
-        return self.groups(meta)[0] * (self.C // meta["config"]["W"])
-
-    def abi_values(self, outs, scratch=(), meta=None):
-        (RG, HB), x, C = self.groups(meta), self.args[0], self.C
-        return {"x": x.view(RG, HB, 32, C), "data": outs[0].view(C, RG, HB, 24), "scales": outs[1].view(C, RG, HB),
-                "RG": RG, "C": C}
-
 
 class MxPackDual(MxPackCols):
     """MXFP6 dual packing of X[T, C] (T % 32 == 0): row and column blobs from one read of X, in
@@ -1383,19 +1189,14 @@ class MxPackDual(MxPackCols):
     def alloc_outputs(self):
         return MxPackRows.alloc_outputs(self) + MxPackCols.alloc_outputs(self)
 
-    def abi_values(self, outs, scratch=(), meta=None):
-        (RG, HB), x, C = self.groups(meta), self.args[0], self.C
-        return {"x": x.view(RG, HB, 32, C), "row_data": outs[0].view(RG, HB, 32, C * 3 // 4),
-                "row_scales": outs[1].view(RG, HB, 32, C // 32), "col_data": outs[2].view(C, RG, HB, 24),
-                "col_scales": outs[3].view(C, RG, HB), "RG": RG, "C": C}
-
 
 class NormRopeQkvBwdPack(NormRopeQkvBwd):
     """The packer prologue (docs/architecture.md section 4.4, kernels_dsl/norm_rope_bwd_pack.mxk): the
     whole-QKV norm+RoPE backward fused into the dual MXFP6 packing of d(mixed_qkv) [T, C = 3*H*128],
-    Megatron layout, the inputs of NormRopeQkvBwd. Ours is two launches timed as one:
-    norm_rope_qkv_bwd_pack (row and column blobs, and fp32 dw partials per 32-token block and head:
-    P = T/32 * H) then norm_rope_dw_reduce (the P partials in a fixed order, a PartialsTree). The baselines run the unfused
+    Megatron layout, the inputs of NormRopeQkvBwd. Ours is norm_rope_qkv_bwd_pack (row and column
+    blobs, token-major column scales, and fp32 dw partials per 32-token block and head: P = T/32 *
+    H), mxfp6_scales_transpose of the column scales, then norm_rope_dw_reduce launches (the P
+    partials in a fixed order, a tree), timed as one. The baselines run the unfused
     sequence -- the whole-QKV backward writing d(mixed_qkv), the dual packer reading it back -- and
     also return that d(mixed_qkv).
 
@@ -1405,8 +1206,7 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
     implementation's own: a baseline's, or for ours the _bf16 twin's at the same schedule (run
     once, untimed), whose blobs ours must also equal byte for byte."""
     kernel = "norm_rope_qkv_bwd_pack"
-    twin_kernel = "norm_rope_qkv_bwd_pack_bf16"
-    stage_kernels = ("norm_rope_qkv_bwd_pack", "norm_rope_qkv_bwd_pack_bf16", "mxfp6_scales_transpose", "norm_rope_dw_reduce")
+    twin_op = "norm_rope_qkv_bwd_pack_bf16"
     BF16_OUT = False
     torch_fn = staticmethod(norm_rope_qkv_bwd_pack_torch)
     compile_fn = staticmethod(norm_rope_qkv_bwd_pack_torch_whole)
@@ -1425,6 +1225,7 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
         assert self.T % 32 == 0, "tokens in blocks of 32"
         assert fmt in mxfp6_spec.FORMATS and mode in mxfp6_spec.MODES
         self.fmt, self.mode = fmt, mode
+        self.variant = f"FMT={fmt},MODE={mode}"  # any token layout: the op reads the strides of the call's views
         self.C = 3 * self.heads * HEAD_DIM
         self.partials = self.T // 32 * self.heads
         self.family = (f"norm+RoPE bwd + dual MXFP6 pack{' + bf16 d(mixed_qkv)' if self.BF16_OUT else ''} "
@@ -1442,78 +1243,32 @@ class NormRopeQkvBwdPack(NormRopeQkvBwd):
         super().make(device, seed)
         self.args = self.args + (self.fmt, self.mode)
 
-    def alloc_outputs(self, bf16_out=None):
+    def alloc_outputs(self, twin=False):
         """Row data [T, 3C/4], row scales [T, C/32], column data [C, 3T/4] (= [C, T/32, 24]), column
-        scales [C, T/32], dw [2, 128] f32, and with the bf16 output d(mixed_qkv) in qkv's layout."""
+        scales [C, T/32], dw [2, 128] f32, and with the bf16 output (this op's, or its twin's)
+        d(mixed_qkv) in qkv's layout."""
         dev, T, C = self.mixed.device, self.T, self.C
         u8 = lambda *shape: torch.empty(*shape, device=dev, dtype=torch.uint8)
         outs = (u8(T, C * 3 // 4), u8(T, C // 32), u8(C, T * 3 // 4), u8(C, T // 32),
                 torch.empty(2, HEAD_DIM, device=dev, dtype=F32))
-        if self.BF16_OUT if bf16_out is None else bf16_out:
+        if self.BF16_OUT or twin:
             outs += (self._view(torch.empty_like(self.mixed)),)
         return outs
 
-    def matches(self, meta):
-        config = meta.get("config", {})
-        return (config.get("FMT") == mxfp6_spec.FMT_INDEX[self.fmt]
-                and config.get("MODE") == mxfp6_spec.MODE_INDEX[self.mode])
+    def call(self, outs):
+        """The blobs, dw, and d(mixed_qkv) where the outputs hold it (the _bf16 op's, the twin's)."""
+        blobs = list(zip(("row_data", "row_scales", "col_data", "col_scales"), outs[:4]))
+        dqkv = [("dqkv", outs[5])] if len(outs) > 5 else []
+        return self.inputs() + blobs + [("dw", outs[4])] + dqkv, {"pos_div": self.pos_div}
 
-    def plans(self, objects):
-        plans = []
-        # The column scales' transpose: the most token blocks per program (GB) that divide T/32,
-        # then the widest tile and the most threads (at GB = 32 all four built tiles time within
-        # 1 %: notes section 52).
-        transposes = [(p, m) for p, m in objects.get("mxfp6_scales_transpose", [])
-                      if self.T // 32 % m["config"]["GB"] == 0 and self.C % m["config"]["W"] == 0]
-        if not transposes:
-            return plans
-        st = max(transposes, key=lambda o: (o[1]["config"]["GB"], o[1]["config"]["W"], o[1]["config"]["THREADS"]))
-        for bpath, bmeta in objects.get(self.kernel, []):
-            if not self.matches(bmeta):
-                continue
-            for rpath, rmeta in objects.get("norm_rope_dw_reduce", []):
-                twin = None
-                if not self.BF16_OUT:  # the _bf16 kernel at the same schedule (every tunable equal)
-                    same = [(p, m) for p, m in objects.get(self.twin_kernel, []) if m.get("config") == bmeta.get("config")]
-                    twin = self._plan(*same[0], rpath, rmeta, st, bf16_out=True) if same else None
-                plans.append(self._plan(bpath, bmeta, rpath, rmeta, st, self.BF16_OUT, twin))
-        return plans
-
-    def _plan(self, bpath, bmeta, rpath, rmeta, st, bf16_out, twin=None):
-        """The pass, the transpose of its token-major column scales into outs[3] (through a
-        [T/32, C] scratch buffer after the partials'), then the dw reduction."""
-        T, C = self.T, self.C
-        TB = T // 32
-        blocks, P, tree, inputs, tiled_scratch, reduction = self._tiled(rpath, rmeta, dw_out=4)
-
-        def scratch():  # the column scales' buffer last: parts[-1]
-            return tiled_scratch() + (torch.empty(TB, C, device=self.mixed.device, dtype=torch.uint8),)
-
-        def pack_values(outs, parts):
-            values = {**inputs(parts[0]),
-                      "row_data": outs[0].view(TB, 32, C * 3 // 4), "row_scales": outs[1].view(TB, 32, C // 32),
-                      "col_data": outs[2].view(C, TB, 24), "col_scales_t": parts[-1],
-                      "RW": C * 3 // 4, "RS": C // 32}
-            if bf16_out:
-                values["dqkv"] = blocks(outs[5])
-            return values
-
-        stpath, stmeta = st
-        GB, W = stmeta["config"]["GB"], stmeta["config"]["W"]
-
-        def transpose_values(outs, parts):
-            return {"src": parts[-1].view(TB // GB, GB, C // W, W), "dst": outs[3].view(C // W, W, TB // GB, GB)}
-
-        config = (f"{mxfp6rt.config_tag(bmeta)} P={P} + scales {mxfp6rt.config_tag(stmeta)} "
-                  f"+ reduce {mxfp6rt.config_tag(rmeta)} {tree.label()}")
-        if bf16_out or twin is not None:
-            check = functools.partial(self.check, depth=32 + tree.depth())
-        else:
-            check = lambda outs: Unchecked(f"no {self.twin_kernel} code object at {mxfp6rt.config_tag(bmeta)}, "
-                                           "whose bf16 d(mixed_qkv) and blobs this schedule's are checked against")
-        stages = [Stage(bpath, bmeta, P, pack_values), Stage(stpath, stmeta, TB // GB * (C // W), transpose_values)]
-        return Plan(config, stages + reduction, check,
-                    scratch, twin=twin, alloc=functools.partial(self.alloc_outputs, bf16_out=bf16_out))
+    def check_of(self, plan, twinned=False):
+        """At depth 32 + the tree's; without bf16 output, only where the _bf16 twin at the same
+        plan gives the d(mixed_qkv) to check against."""
+        if self.BF16_OUT or twinned:
+            return functools.partial(self.check, depth=32 + tree_depth(self.T // 32 * self.heads))
+        return lambda outs, twin_outs=None: Unchecked(
+            f"no {self.twin_op} code objects at this plan's configs, whose bf16 d(mixed_qkv) and blobs this plan's "
+            "are checked against")
 
     def check(self, outs, twin_outs=None, depth=None):
         """outs: row data, row scales, column data, column scales, dw, and d(mixed_qkv) where the
@@ -1541,7 +1296,7 @@ class NormRopeQkvBwdPackBf16(NormRopeQkvBwdPack):
     """The packer prologue also writing the bf16 d(mixed_qkv) (in mixed_qkv's layout): that output
     within the whole-QKV backward's bounds, the blobs bit for bit against the encoder of it."""
     kernel = "norm_rope_qkv_bwd_pack_bf16"
-    stage_kernels = ("norm_rope_qkv_bwd_pack_bf16", "mxfp6_scales_transpose", "norm_rope_dw_reduce")
+    twin_op = None
     BF16_OUT = True
     # Minimal bytes: the prologue's, and the bf16 d(mixed_qkv) written once.
     BYTES = ("3*R*128*2 (dq, dk, dv) + 2*R*128*2 (Q, K of mixed_qkv) + 2*R*4 (rstd) + 2*128*2 (weights) + "
@@ -1551,9 +1306,9 @@ class NormRopeQkvBwdPackBf16(NormRopeQkvBwdPack):
 
 
 def _has_pack(objects, cls, cols, fmt, mode="RCEIL"):
-    # 256 tokens: whole groups of HB row blocks for every HB the packers declare (up to 8).
-    probe = cls(256, cols, fmt, mode)
-    return any(probe.matches(meta) for _, meta in objects.get(cls.kernel, []))
+    """Whether a code object of the packer at this width, format and mode is at hand."""
+    want = {"C": cols, "FMT": mxfp6_spec.FMT_INDEX[fmt], "MODE": mxfp6_spec.MODE_INDEX[mode]}
+    return any(all(meta.get("config", {}).get(k) == v for k, v in want.items()) for _, meta in objects.get(cls.kernel, []))
 
 
 PACK_WIDTHS = (3072, 9216, 12288, 21504)

@@ -4,11 +4,12 @@ timing, so Nsight Compute (or any tool) sees exactly the kernels the table measu
 
     ncu --profile-from-start off --clock-control none -k regex:'^(mxfp6_|norm_rope|ln_modulate)' \\
         python3 bench/profile_plans.py --only mxfp6_pack_cols:E3M2:T=16384:C=3072 \\
-        --config W=128,ROWS=1,THREADS=128,VEC=16 --reps 1
+        --config HB=4,ROWS=1,THREADS=128,VEC=32,W=64 --reps 1
 
 --only picks problems as run.py's does (a substring of the name); --config keeps the plans whose
-config (the table's "ours config" column) starts with it. Each chosen plan runs --reps times, its
-launches in order; --list prints the plans instead. Launch counts: a plan of k launches run r
+id (ops/plan.h, the table's "ours config" column) contains it. The plans are run.py's: every plan
+the code objects make for the problem's key, composed by the ops layer (bench/ours.py). Each chosen
+plan runs --reps times, its launches in order; --list prints the plans instead. Launch counts: a plan of k launches run r
 times launches k*(r+1) kernels of ours, in that order, problem by problem: one warm-up rep, then r.
 
 --triton also runs each problem's Triton baseline (triton_baselines.py) --reps times after ours;
@@ -38,6 +39,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import mxfp6rt  # noqa: E402
+import ours  # noqa: E402
 
 
 def main():
@@ -61,35 +63,28 @@ def main():
 
     device = mxfp6rt.Runtime(args.lib).open_device("cuda")
     target = f"sm_{''.join(map(str, torch.cuda.get_device_capability()))}"
+    found = mxfp6rt.find_code_objects(args.kernels, target=target, recursive=True)
     objects = {}
-    for code_path, meta in mxfp6rt.find_code_objects(args.kernels, target=target, recursive=True):
+    for code_path, meta in found:
         objects.setdefault(meta["kernel"], []).append((code_path, meta))
-    loaded = {}
-    stream = torch.cuda.current_stream().cuda_stream
+    catalog = ours.Catalog(found)
+    ours.client(pathlib.Path(args.lib or mxfp6rt.default_library_path()).resolve().parent)
     for p in problems.plan(objects):
         if not any(s in p.name for s in args.only):
             continue
-        p.make("cuda", args.seed)  # some problems' plans bind their inputs
-        plans = [pl for pl in p.plans(objects) if not args.config or any(pl.config.startswith(c) for c in args.config)]
+        p.make("cuda", args.seed)  # the call's shapes give the key
+        plans = [pl for pl in ours.plans(p, catalog, target)[0] if not args.config or any(c in pl.config for c in args.config)]
         if args.list:
             print(p.name, *("  " + pl.config for pl in plans), sep="\n")
             p.free()
             continue
         for plan in plans:
-            outs = plan.alloc() if plan.alloc else p.alloc_outputs()
-            scratch = plan.scratch()
-            launches = []
-            for st in plan.stages:
-                k = loaded.setdefault(str(st.code_path), None) or device.load(st.code_path)
-                loaded[str(st.code_path)] = k
-                launches.append((k, *k.prepare(st.values(outs, scratch), st.rows)))
-            def rep():
-                for k, raw, grid in launches:
-                    k.launch(raw, grid, stream)
-            profiled(torch, rep, args.reps)
-            print(f"{p.name}: {plan.config}: {len(launches)} launches x {args.reps}", flush=True)
-            report_l2_times(rep, args.l2, f"{p.name}: {plan.config}")
-            del outs, scratch
+            outs = p.alloc_outputs()
+            prepared = plan.prepare(p, outs, device, torch)
+            profiled(torch, prepared.launch, args.reps)
+            print(f"{p.name}: {plan.config}: {len(prepared.infos)} launches x {args.reps}", flush=True)
+            report_l2_times(prepared.launch, args.l2, f"{p.name}: {plan.config}")
+            del outs, prepared
         if args.triton:
             run_triton(torch, p, args)
         if args.copy:

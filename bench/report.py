@@ -508,9 +508,9 @@ def _host_table(doc):
         return out + [f"not measured: {host['error']}"]
     t = TARGETS["host_launch_python_us"]
     out += ["| path | µs per launch | target |", "|---|---|---|",
-            f"| mxfp6c via ctypes, arguments packed once | {_num(host.get('mxfp6c_prepared_us'), '.2f')} | "
+            f"| mxfp6c through the ops layer (C ABI), launches composed and checked once | {_num(host.get('mxfp6c_prepared_us'), '.2f')} | "
             f"≤ {t} through the Python op: {host.get('verdict_python_op', '—')} |",
-            f"| mxfp6c via ctypes, arguments packed from tensors every call | "
+            f"| mxfp6c through the ops layer (C ABI), composed and checked from the tensors every call | "
             f"{_num(host.get('mxfp6c_pack_each_call_us'), '.2f')} | — |",
             f"| Triton direct launch (fixed config, no autotuner) | {_num(host.get('triton_direct_us'), '.2f')} | — |",
             "", f"C++ launch (target ≤ {TARGETS['host_launch_cpp_us']} µs) is not measured here. Kernel: "

@@ -25,6 +25,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import mxfp6rt  # noqa: E402
+import ours  # noqa: E402
 import precompile  # noqa: E402
 import report  # noqa: E402
 import tuned  # noqa: E402
@@ -116,19 +117,12 @@ def error_text(e):
 
 
 class Context:
-    """What every kernel/shape shares: the device, loaded code objects, settings."""
+    """What every kernel/shape shares: the device, the code objects at hand, settings."""
 
-    def __init__(self, args, torch, device, objects):
-        self.args, self.torch, self.device, self.objects = args, torch, device, objects
+    def __init__(self, args, torch, device, catalog, target):
+        self.args, self.torch, self.device, self.catalog, self.target = args, torch, device, catalog, target
         self.warm = {}  # problem name -> what precompile.py's worker did for its baselines
         self.tuned = tuned.load(args.db) if args.db else None  # the --db selections (bench/tuned.py)
-        self._loaded = {}
-
-    def kernel(self, code_path):
-        key = str(code_path)
-        if key not in self._loaded:
-            self._loaded[key] = self.device.load(code_path)
-        return self._loaded[key]
 
 
 def _bits(torch, t):
@@ -146,38 +140,21 @@ def poison(torch, outs, byte=0xFF):
         _bits(torch, o).fill_(value)
 
 
-def run_twin(ctx, twin, stream):
-    """Runs a plan whose outputs another plan's check compares with (Plan.twin: ours at the same
-    schedule with more outputs), once, untimed, into poisoned outputs and scratch; its outputs."""
-    outs, scratch = twin.alloc(), twin.scratch()
-    poison(ctx.torch, tuple(outs) + tuple(scratch))
-    for st in twin.stages:
-        k = ctx.kernel(st.code_path)
-        args, grid = k.prepare(st.values(outs, scratch), st.rows)
-        k.launch(args, grid, stream)
+def run_twin(ctx, p, twin):
+    """Runs a plan whose outputs another plan's check compares with (ours.Plan.twin: ours at the
+    same plan with more outputs), once, untimed, into poisoned outputs and scratch; its outputs."""
+    outs = p.alloc_outputs(twin=True)
+    prepared = twin.prepare(p, outs, ctx.device, ctx.torch)
+    poison(ctx.torch, tuple(outs) + tuple(prepared.scratch))
+    prepared.launch()
     ctx.torch.cuda.synchronize()
     return outs
 
 
-def _prepared(ctx, plan, outs, stream):
-    """(launch, launches, scratch) of a plan: its scratch allocated and every stage's arguments
-    checked and packed. The packed arguments hold raw pointers, so scratch must outlive launch."""
-    scratch = plan.scratch()
-    launches = []
-    for st in plan.stages:
-        k = ctx.kernel(st.code_path)
-        launches.append((k, *k.prepare(st.values(outs, scratch), st.rows)))
-
-    def launch():
-        for k, args, grid in launches:
-            k.launch(args, grid, stream)
-
-    return launch, launches, scratch
-
-
 def run_ours(ctx, p):
-    """Every plan of ours (a code object, or a sequence of launches such as a backward and its
-    partials' reduction, timed together as one measurement): checked (poisoned outputs and
+    """Every plan of ours the code objects at hand make for the problem's key (bench/ours.py: one
+    launch, or a sequence such as a backward and its partials' reduction, composed by the ops
+    layer and timed together as one measurement): checked (poisoned outputs and
     scratch, the problem's check -- against the outputs of the plan's twin where it has one --, a
     second launch bit-identical), then timed. With more plans than --finalists, each is first
     timed briefly (--screen-ms), and the fastest that passed are timed in full; the others keep
@@ -185,11 +162,10 @@ def run_ours(ctx, p):
     import measure
     torch = ctx.torch
     args = ctx.args
-    plans = p.plans(ctx.objects)
+    plans, key = ours.plans(p, ctx.catalog, ctx.target)
     if not plans:
-        missing = [k for k in p.needs() if not ctx.objects.get(k)]
-        return {"error": f"no code objects for this GPU and shape in {args.kernels}"
-                         + (f" (none of {', '.join(missing)})" if missing else ""), "ok": False}
+        return {"error": f"the code objects in {args.kernels} make no plan of {key} (objects of: "
+                         f"{', '.join(ctx.catalog.kernels()) or 'none'})", "ok": False}
     screen = args.screen_ms > 0 and len(plans) > args.finalists
     winner, winner_error = None, None
     if ctx.tuned is not None:
@@ -198,40 +174,41 @@ def run_ours(ctx, p):
         except ValueError as ex:  # the problem fits several keys: reported, the run goes on
             winner_error = str(ex)
     outs = p.alloc_outputs()
-    stream = torch.cuda.current_stream().cuda_stream
     entries, plan_of = [], {}  # plan_of: id(entry) -> its plan, to time it again
     for plan in plans:
-        first_meta = plan.stages[0].meta
-        e = {"config": plan.config, "code_object": " + ".join(st.code_path.name for st in plan.stages),
+        first_meta = plan.metas[0]
+        e = {"config": plan.config, "code_object": " + ".join(path.name for path in plan.code_paths),
              "resources": first_meta.get("resources", {}), "block": first_meta.get("block"),
              "rows_per_program": first_meta.get("rows_per_program"), "ok": False}
         if plan.twin is not None:
-            e["checked_against"] = " + ".join(st.code_path.name for st in plan.twin.stages)
-        if winner is not None and winner.launched_by([tuned.file_sha256(st.code_path) for st in plan.stages],
-                                                     plan.config):
+            e["checked_against"] = " + ".join(path.name for path in plan.twin.code_paths)
+        if winner is not None and winner.launched_by([tuned.file_sha256(path) for path in plan.code_paths],
+                                                     plan.plan.get("partials", 0)):
             e["tuned"] = winner.key
-        scratch = ()
+        prepared = None
         try:
-            launch, launches, scratch = _prepared(ctx, plan, outs, stream)
-            e["grid"] = list(launches[0][2])
-            if len(plan.stages) > 1:
-                e["stages"] = [{"kernel": st.meta.get("kernel"), "config": mxfp6rt.config_tag(st.meta),
-                                "rows": st.rows, "grid": list(grid), "block": st.meta.get("block"),
-                                "registers": (st.meta.get("resources") or {}).get("registers")}
-                               for st, (_, _, grid) in zip(plan.stages, launches)]
+            prepared = plan.prepare(p, outs, ctx.device, torch)
+            launch = prepared.launch
+            e["grid"] = list(prepared.infos[0][1])
+            if len(prepared.infos) > 1:
+                e["stages"] = [{"kernel": plan.plan["launches"][i]["kernel"], "config": mxfp6rt.config_tag(plan.metas[i]),
+                                "role": plan.plan["launches"][i]["role"], "grid": list(grid),
+                                "block": plan.metas[i].get("block"),
+                                "registers": (plan.metas[i].get("resources") or {}).get("registers")}
+                               for i, grid in prepared.infos]
             plan_of[id(e)] = plan
 
-            poison(torch, tuple(outs) + tuple(scratch))
+            poison(torch, tuple(outs) + tuple(prepared.scratch))
             launch()
             torch.cuda.synchronize()
             if plan.twin is None:
                 check = plan.check(outs)
             else:
-                twin_outs = run_twin(ctx, plan.twin, stream)
+                twin_outs = run_twin(ctx, p, plan.twin)
                 check = plan.check(outs, twin_outs)
                 del twin_outs
             first = [o.clone() for o in outs]
-            poison(torch, tuple(outs) + tuple(scratch), 0xA5)
+            poison(torch, tuple(outs) + tuple(prepared.scratch), 0xA5)
             launch()
             torch.cuda.synchronize()
             e["deterministic"] = all(torch.equal(_bits(torch, a), _bits(torch, b)) for a, b in zip(first, outs))
@@ -245,7 +222,7 @@ def run_ours(ctx, p):
         except Exception as ex:  # one bad code object must not end the run
             e["error"] = error_text(ex)
         finally:
-            del scratch
+            del prepared
         entries.append(e)
     if screen:
         screened = sorted((e for e in entries if e.get("median_ms") is not None and e["ok"]),
@@ -254,18 +231,18 @@ def run_ours(ctx, p):
         finalists = screened[:args.finalists] + [e for e in screened[args.finalists:] if e.get("tuned")]
         for e in finalists:
             try:
-                launch, _, scratch = _prepared(ctx, plan_of[id(e)], outs, stream)
+                prepared = plan_of[id(e)].prepare(p, outs, ctx.device, torch)
                 screen_ms = e["median_ms"]
-                e.update(measure.device_time(launch, args.warmup_ms, args.rep_ms), timing="full",
+                e.update(measure.device_time(prepared.launch, args.warmup_ms, args.rep_ms), timing="full",
                          screen_median_ms=screen_ms)
-                del scratch
+                del prepared
             except Exception as ex:
                 e.update(error=error_text(ex), ok=False)
     timed = [e for e in entries if e.get("median_ms") is not None and e.get("timing") == "full"]
     passed = [e for e in timed if e["ok"]]
     best = min(passed or timed, key=lambda e: e["median_ms"]) if timed else {"error": "no code object ran", "ok": False}
     if len(best.get("stages", ())) > 1 and id(best) in plan_of:
-        time_each_launch(ctx, best, plan_of[id(best)], outs, stream)
+        time_each_launch(ctx, p, best, plan_of[id(best)], outs)
     result = {**{k: v for k, v in best.items() if k != "all"}, "all": entries}
     if ctx.tuned is not None:
         result["tuned"] = {"error": winner_error} if winner_error else tuned_result(winner, entries, best)
@@ -287,19 +264,17 @@ def tuned_result(winner, entries, best):
     return {**out, "config": e["config"], "median_ms": e["median_ms"], "regret": tuned.regret(best, e)}
 
 
-def time_each_launch(ctx, best, plan, outs, stream):
+def time_each_launch(ctx, p, best, plan, outs):
     """Times each launch of the best multi-launch plan on its own (median, L2 cleared before every
     rep like the plan's measurement), so the results show what the reduction of the partials and
     the launch boundary cost: the plan's time minus the sum of its launches alone is the gap
     between them (negative where a launch alone reads from DRAM what, in the plan, the launch
     before it left in L2)."""
     import measure
-    _, launches, scratch = _prepared(ctx, plan, outs, stream)
-    for st, (k, kargs, grid) in zip(best["stages"], launches):
-        t = measure.device_time(lambda k=k, kargs=kargs, grid=grid: k.launch(kargs, grid, stream),
-                                ctx.args.warmup_ms, ctx.args.rep_ms)
+    prepared = plan.prepare(p, outs, ctx.device, ctx.torch)
+    for i, st in enumerate(best["stages"]):
+        t = measure.device_time(lambda i=i: prepared.launch_one(i), ctx.args.warmup_ms, ctx.args.rep_ms)
         st["alone_median_ms"] = t["median_ms"]
-    del scratch
 
 
 def run_baseline(ctx, p, fn, out_fn=None, cold_s=None):
@@ -380,27 +355,26 @@ def run_problem(ctx, p, seed, warm=None):
 
 
 def host_launch(ctx):
-    """Host µs per launch of a one-program grid: ours through ctypes (arguments packed once, and
-    packed from tensors on every call) and a direct Triton launch of the same problem."""
+    """Host µs per launch of a one-token LN-modulate forward: ours through the ops layer's C ABI
+    (the launches composed and checked once, then enqueued: mxc_launches_enqueue; and composed and
+    checked from the tensors on every call: mxc_op_prepare + enqueue), and a direct Triton launch
+    of the same problem."""
     import measure
     import problems
     import triton_baselines
     torch = ctx.torch
-    objects = ctx.objects.get("ln_modulate_fwd", [])
-    if not objects:
-        return {"error": "no ln_modulate_fwd code object"}
-    code_path, meta = objects[0]
     p = problems.LnModulate(tokens=1, tokens_per_sample=1)
     p.make(DEVICE, 1)
+    found, key = ours.plans(p, ctx.catalog, ctx.target)
+    if not found:
+        return {"error": f"no plan of {key} among the code objects"}
+    plan = found[0]  # the op's default plan, where its objects are at hand
     outs = p.alloc_outputs()
-    values = p.abi_values(outs)
-    k = ctx.kernel(code_path)
-    args, grid = k.pack(values), k.grid(1)
-    stream = torch.cuda.current_stream().cuda_stream
-    res = {"kernel": "ln_modulate_fwd", "config": mxfp6rt.config_tag(meta), "tokens": 1}
-    res["mxfp6c_prepared_us"] = measure.host_us_per_call(lambda: k.launch(args, grid, stream))
+    prepared = plan.prepare(p, outs, ctx.device, torch)
+    res = {"kernel": "ln_modulate_fwd", "config": plan.config, "tokens": 1}
+    res["mxfp6c_prepared_us"] = measure.host_us_per_call(prepared.launch)
     res["mxfp6c_pack_each_call_us"] = measure.host_us_per_call(
-        lambda: k.launch_rows(p.abi_values(outs), 1, torch.cuda.current_stream().cuda_stream))
+        lambda: plan.prepare(p, outs, ctx.device, torch).launch())
     x, scale, shift, sample_div, eps = p.args
     res["triton_direct_us"] = measure.host_us_per_call(
         triton_baselines.ln_modulate_fwd_launcher(x, scale, shift, *outs, sample_div, eps))
@@ -434,9 +408,12 @@ def main():
     torch.cuda.init()
     device = mxfp6rt.Runtime(args.lib).open_device("cuda")
     env = environment(torch, triton, device)
+    found = mxfp6rt.find_code_objects(args.kernels, target=env["target"], recursive=True)
     objects = {}
-    for code_path, meta in mxfp6rt.find_code_objects(args.kernels, target=env["target"], recursive=True):
+    for code_path, meta in found:
         objects.setdefault(meta["kernel"], []).append((code_path, meta))
+    catalog = ours.Catalog(found)
+    ours.client(pathlib.Path(args.lib or mxfp6rt.default_library_path()).resolve().parent)
     log(t0, f"{env['gpu']}: code objects in {args.kernels}: " +
         (", ".join(f"{k} x{len(v)}" for k, v in sorted(objects.items())) or "none"))
 
@@ -486,7 +463,7 @@ def main():
     try:
         copies["start"] = measure.copy_bandwidth(args.copy_gib * 2**30, args.warmup_ms, args.rep_ms, DEVICE)
         log(t0, f"device copy: {copies['start']['tbps']:.3f} TB/s")
-        ctx = Context(args, torch, device, objects)
+        ctx = Context(args, torch, device, catalog, env["target"])
         ctx.warm = warm
         if call == 0:
             try:

@@ -289,108 +289,12 @@ def tensors_through_fake_driver(lib, fake_driver, folder):
     dev.close()
 
 
-def _fake_kernel(dev, meta, folder):
-    """A kernel of `meta`'s ABI loaded through the fake driver (a PTX stand-in, never run)."""
-    code = pathlib.Path(folder) / f"{meta['kernel']}.ptx"
-    code.write_text(fake_entry_ptx(meta))
-    pathlib.Path(f"{code}.json").write_text(json.dumps(meta))
-    return dev.load(code)
-
-
-def packer_tensors_through_fake_driver(lib, fake_driver, folder):
-    """The column, dual and prologue packers and the dw reduction take the tensors the benchmark
-    passes them (problems.py: X viewed [T/(32 HB), HB, 32, C], column data [C, T/(32 HB), HB, 24];
-    the prologue's [T/32, 32, ...] views, mixed_qkv's Megatron strides, weights expanded with
-    stride 0, column scales token-major [T/32, C] and transposed as [T/32/GB, GB, C/W, W] into
-    [C/W, W, T/32/GB, GB], dw partials [2, T/32, H, 128] reduced by a tree of [2*left, chunk, 128]
-    launches),
-    through Kernel.prepare: checked by the
-    runtime against each declaration, the grid that of the benchmark's row count."""
-    rt = mxfp6rt.Runtime(lib)
-    dev = rt.open_device("cuda", driver_path=fake_driver)
-    record = FakeLaunch.in_dll(ctypes.CDLL(fake_driver), "fake_cuda_last_launch")
-    mib = 1 << 20
-    # 256 MiB apart: no two tensors here overlap (the largest, x of a packer at C = 21504, is 33 MB)
-    address = iter(range(mib, 1 << 40, 256 * mib))
-    t = lambda dtype, shape, strides=None: FakeTensor(dtype, shape, next(address), strides)
-    found = {}
-    for path, meta in mxfp6rt.find_code_objects(folder, target="sm_90", recursive=True):
-        found.setdefault(meta["kernel"], meta)
-    missing = [k for k in ("mxfp6_pack_cols", "mxfp6_pack_dual", "norm_rope_qkv_bwd_pack",
-                           "norm_rope_qkv_bwd_pack_bf16", "mxfp6_scales_transpose", "norm_rope_dw_reduce")
-               if k not in found]
-    assert not missing, f"no sm_90 code object of {', '.join(missing)} in {folder}"
-
-    def launch(meta, values, rows, d):
-        k = _fake_kernel(dev, meta, d)
-        raw, grid = k.prepare(values, rows)
-        per = meta["rows_per_program"]
-        assert list(grid) == [(rows + per - 1) // per, 1, 1], (meta["kernel"], list(grid))
-        k.launch(raw, grid)
-        abi = {a["name"]: v for a, v in zip(meta["abi"], record.params[:record.param_count])}
-        k.unload()
-        return abi
-
-    with tempfile.TemporaryDirectory() as d:
-        T = 96  # three blocks of 32 rows
-        RB = T // 32
-        for kernel in ("mxfp6_pack_cols", "mxfp6_pack_dual"):
-            meta = found[kernel]
-            C, W, HB = meta["config"]["C"], meta["config"]["W"], meta["config"]["HB"]
-            RG = 24 // HB  # 24 row blocks in groups of HB (every HB divides 24)
-            values = {"x": t("bf16", (RG, HB, 32, C)), "RG": RG, "C": C}
-            if kernel == "mxfp6_pack_cols":
-                values.update(data=t("u8", (C, RG, HB, 24)), scales=t("u8", (C, RG, HB)))
-            else:
-                values.update(row_data=t("u8", (RG, HB, 32, C * 3 // 4)), row_scales=t("u8", (RG, HB, 32, C // 32)),
-                              col_data=t("u8", (C, RG, HB, 24)), col_scales=t("u8", (C, RG, HB)))
-            abi = launch(meta, values, RG * (C // W), d)
-            assert abi["RG"] == RG and abi["x"] == values["x"].address, (kernel, abi)
-        H, S, Dh = 24, 512, 128
-        C, P = 3 * H * Dh, RB * H
-        token, part, head = C, Dh, 3 * Dh  # Megatron [T, H, 3, 128]
-        for kernel in ("norm_rope_qkv_bwd_pack", "norm_rope_qkv_bwd_pack_bf16"):
-            meta = found[kernel]
-            qkv_strides = (32 * token, token, part, head, 1)
-            values = {"dq": t("bf16", (RB, 32, H, Dh)), "dk": t("bf16", (RB, 32, H, Dh)),
-                      "dv": t("bf16", (RB, 32, H, Dh)), "qkv": t("bf16", (RB, 32, 3, H, Dh), qkv_strides),
-                      "q_weight": t("bf16", (32, Dh), (0, 1)), "k_weight": t("bf16", (32, Dh), (0, 1)),
-                      "q_cos": t("f32", (S, 64)), "q_sin": t("f32", (S, 64)), "k_cos": t("f32", (S, 64)),
-                      "k_sin": t("f32", (S, 64)), "q_rstd": t("f32", (RB, 32, H)), "k_rstd": t("f32", (RB, 32, H)),
-                      "row_data": t("u8", (RB, 32, C * 3 // 4)), "row_scales": t("u8", (RB, 32, C // 32)),
-                      "col_data": t("u8", (C, RB, 24)), "col_scales_t": t("u8", (RB, C)),
-                      "dw_part": t("f32", (2, RB, H, Dh)), "qkv_block_stride": 32 * token,
-                      "qkv_token_stride": token, "qkv_part_stride": part, "qkv_head_stride": head, "pos_div": 1,
-                      "TB": RB, "H": H, "S": S, "RW": C * 3 // 4, "RS": C // 32}
-            if kernel.endswith("_bf16"):
-                values["dqkv"] = t("bf16", (RB, 32, 3, H, Dh), qkv_strides)
-            abi = launch(meta, values, P, d)
-            assert [abi[n] for n in ("TB", "H", "S", "RW", "RS")] == [RB, H, S, C * 3 // 4, C // 32], (kernel, abi)
-            assert [abi[n] for n in ("qkv_block_stride", "qkv_token_stride", "qkv_part_stride",
-                                     "qkv_head_stride")] == list(qkv_strides[:4]), (kernel, abi)
-        # The column scales' transpose, at each of its objects whose GB divides the 3 blocks.
-        transposes = [m for _, m in mxfp6rt.find_code_objects(folder, kernel="mxfp6_scales_transpose",
-                                                             target="sm_90", recursive=True)
-                      if RB % m["config"]["GB"] == 0]
-        assert transposes, f"no mxfp6_scales_transpose object with GB dividing {RB} in {folder}"
-        for meta in transposes:
-            GB, W = meta["config"]["GB"], meta["config"]["W"]
-            src, dst = t("u8", (RB // GB, GB, C // W, W)), t("u8", (C // W, W, RB // GB, GB))
-            abi = launch(meta, {"src": src, "dst": dst, "G": RB // GB, "CB": C // W}, RB // GB * (C // W), d)
-            assert abi["src"] == src.address and abi["dst"] == dst.address and abi["G"] == RB // GB, abi
-        # The dw partials' tree of reductions (problems.PartialsTree): every level is one launch of
-        # norm_rope_dw_reduce over [2 * left, chunk, 128], the chunks multiply to P.
-        for P in (P, 8192, 12288, 97, 1):
-            chunks = partials.tree_chunks(P)
-            assert math.prod(chunks) == P and all(4 <= c <= 32 for c in chunks[:-1]), (P, chunks)
-            left = P
-            for chunk in chunks:
-                left //= chunk
-                abi = launch(found["norm_rope_dw_reduce"], {"dw_part": t("f32", (2 * left, chunk, Dh)),
-                                                            "dw": t("f32", (2 * left, Dh)), "G": 2 * left,
-                                                            "P": chunk}, 2 * left, d)
-                assert abi["G"] == 2 * left and abi["P"] == chunk, abi
-    dev.close()
+def tree_chunks():
+    """The checks' reduction depths (partials.tree_chunks, the ops layer's treeChunks in Python):
+    the chunks multiply to P, every level but the last sums 4 to 32 partials."""
+    for P in (72, 8192, 12288, 97, 1, 24 * 512):
+        chunks = partials.tree_chunks(P)
+        assert math.prod(chunks) == P and all(4 <= c <= 32 for c in chunks[:-1]), (P, chunks)
 
 
 def spec_self_test():
@@ -673,13 +577,12 @@ def main():
         if args.fake_driver and pathlib.Path(args.lib).is_file():
             case("launches from tensors reach the fake driver as the compiled ABI",
                  lambda: tensors_through_fake_driver(args.lib, args.fake_driver, args.kernels))
-            case("the column, dual and prologue packers take the benchmark's tensors",
-                 lambda: packer_tensors_through_fake_driver(args.lib, args.fake_driver, args.kernels))
         else:
             print("skip  launches from tensors: no --fake-driver")
     else:
         print(f"skip  metadata checks: no {args.kernels}")
     case("MXFP6 spec encoder: worked examples, integer expressions == transcription", spec_self_test)
+    case("reduction tree chunks", tree_chunks)
     case("report: bandwidth, ratios, speedups, pass/miss", report_verdicts)
     case("report: the Markdown drawn again from a run's JSON", report_redrawn_from_json)
     case("report: our best plans' code objects on AMD, from a resources table", report_amd_resources)

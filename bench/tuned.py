@@ -3,7 +3,7 @@ for each problem the benchmark times, the key's selection (autotune/: op, varian
 and which of the benchmark's plans launches the winner's code objects, so the run can put the
 tuner's choice beside the fastest plan it finds by timing every plan (its regret).
 
-Plans are matched by content: the sha256 of each stage's code object against the objects the
+Plans are matched by content: the sha256 of each launch's code object against the objects the
 winner's plan launches (the same compiler writes both: `mxfp6c precompile --shapes ... -o` for
 the benchmark's candidates folder, `--db` for the database), and the partials P of a plan whose
 family has them. Reads the database with Python's sqlite3, read-only; no torch.
@@ -40,11 +40,9 @@ class Winner:
                 return False
         return True
 
-    def launched_by(self, stage_shas, label):
-        """The plan with these stages' code objects (and label) is this winner."""
-        if frozenset(stage_shas) != self.objects:
-            return False
-        return self.partials == 0 or f"P={self.partials}" in label.split()
+    def launched_by(self, launch_shas, partials):
+        """The plan with these launches' code objects and partials P (0: none) is this winner."""
+        return frozenset(launch_shas) == self.objects and self.partials == partials
 
 
 def load(db_path, target="sm_90"):

@@ -5,11 +5,9 @@
 bundle=${1:-.gpu46}
 out=${2:?usage: tests/gpu/python/run.sh BUNDLE OUTDIR}
 mkdir -p "$out"
-export LD_LIBRARY_PATH=$PWD/$bundle/lib MXFP6_LIB_DIR=$PWD/$bundle/lib PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python:$PWD/bench
+source "$bundle/lib/env.sh"  # the packed libraries (scripts/pack-client-libs.sh)
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python:$PWD/bench
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/card.txt"
-# Our libstdc++ only where the machine's is older than the one the libraries were built with.
-python3 -c "import torch, ctypes; ctypes.CDLL('$bundle/lib/libmxfp6rt.so', mode=ctypes.RTLD_GLOBAL); ctypes.CDLL('$bundle/lib/libmxfp6_client.so')" 2> "$out/load.txt" ||
-  export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$PWD/$bundle/lib/stdcxx
 for step in ${STEPS:-ops launch flux}; do
   case $step in
     ops) timeout "${T_OPS:-300}" python3 tests/gpu/python/ops_test.py --db "$bundle/ops.db" --json "$out/ops.json" > "$out/ops.log" 2>&1
