@@ -182,8 +182,10 @@ def run_ours(ctx, p):
              "rows_per_program": first_meta.get("rows_per_program"), "ok": False}
         if plan.twin is not None:
             e["checked_against"] = " + ".join(path.name for path in plan.twin.code_paths)
-        if winner is not None and winner.launched_by([tuned.file_sha256(path) for path in plan.code_paths],
-                                                     plan.plan.get("partials", 0)):
+        # The winner's plan: the same code objects, or the same plan id (the same kernels at the same
+        # configs, compiled into the folder by another command than into the database).
+        if winner is not None and (winner.plan_id == plan.config or winner.launched_by(
+                [tuned.file_sha256(path) for path in plan.code_paths], plan.plan.get("partials", 0))):
             e["tuned"] = winner.key
         prepared = None
         try:
