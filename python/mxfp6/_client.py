@@ -12,6 +12,12 @@ RULES = ("exact", "nearest", "default", "pinned")
 SOURCES = {0: "server", 1: "node cache", 2: "embedded"}
 
 
+
+def _library_alive():
+    """Whether the C library can still be called: at interpreter exit, module globals (_lib among
+    them) are cleared before the last objects are collected, and those have nothing to free."""
+    return _lib is not None and getattr(_lib, "client", None) is not None
+
 class ConnectError(ConnectionError):
     """Nothing can answer: no server reachable and no node cache, an unreadable database, a bad URI."""
 
@@ -47,7 +53,7 @@ class _Resolution:
         self.handle = handle
 
     def __del__(self):
-        if self.handle and _lib.client is not None:
+        if self.handle and _library_alive():
             _lib.client.mxc_resolution_free(self.handle)
             self.handle = None
 
@@ -63,7 +69,7 @@ class _Op:
         return _lib.text(_lib.client.mxc_op_plan(self.handle))
 
     def __del__(self):
-        if self.handle and _lib.client is not None:
+        if self.handle and _library_alive():
             _lib.client.mxc_op_free(self.handle)
             self.handle = None
 
@@ -94,7 +100,7 @@ class Connection:
             self.handle = None
 
     def __del__(self):
-        if getattr(self, "handle", None) and _lib.client is not None:
+        if getattr(self, "handle", None) and _library_alive():
             self.close()
 
     def describe(self):

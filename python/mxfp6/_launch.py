@@ -216,6 +216,9 @@ def _target(device):
     if target is None:
         import torch
         props = torch.cuda.get_device_properties(device)
-        arch = getattr(props, "gcnArchName", "")
-        target = _targets[device.index] = arch.split(":")[0] if arch else f"sm_{props.major}{props.minor}"
+        # ROCm names the ISA ("gfx942:sramecc+:xnack-"); recent CUDA builds of torch have the
+        # attribute too and fill it with the card's name, so only a gfx name is taken.
+        arch = getattr(props, "gcnArchName", "") or ""
+        target = _targets[device.index] = (arch.split(":")[0] if arch.startswith("gfx")
+                                           else f"sm_{props.major}{props.minor}")
     return target
