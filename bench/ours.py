@@ -57,12 +57,6 @@ def config_text(path, meta):
     return ",".join(f"{k}={out[k]}" for k in sorted(out))
 
 
-def plan_id(plan):
-    """ops/plan.h Plan::id: "partials P=8: ln_modulate_bwd[...] + ln_modulate_bwd_reduce[...]"."""
-    head = plan["family"] + (f" P={plan['partials']}" if plan.get("partials") else "") + ":"
-    return head + " " + " + ".join(f"{l['kernel']}[{l['config']}]" for l in plan["launches"])
-
-
 class Catalog:
     """The code objects at hand (a folder's, subfolders included) by kernel and config text. The
     same kernel and config found twice (built for the GPU tests and as a candidate) is one."""
@@ -87,7 +81,8 @@ class Plan:
 
     def __init__(self, plan, objects, handle, check, twin=None):
         self.plan, self.objects, self.handle, self.check, self.twin = plan, objects, handle, check, twin
-        self.config = plan_id(plan)
+        lib = client()[0]
+        self.config = lib.text(lib.client.mxc_op_plan(handle))  # ops/plan.h Plan::id
         self.code_paths = [p for p, _ in objects]
         self.metas = [m for _, m in objects]
         self.loaded = False
@@ -212,7 +207,7 @@ def plans(problem, catalog, target):
         objects = [catalog.objects[(l["kernel"], l["config"])] for l in plan["launches"]]
         handle, why = _op(lib, key, plan, objects)
         if handle is None:
-            raise ValueError(f"{problem.name}: the ops layer refuses its own plan {plan_id(plan)}: {why}")
+            raise ValueError(f"{problem.name}: the ops layer refuses its own plan {json.dumps(plan)}: {why}")
         twin = None
         if problem.twin_op:
             tp = twin_plans.get(json.dumps([(l["role"], l["config"]) for l in plan["launches"]]))
@@ -220,7 +215,7 @@ def plans(problem, catalog, target):
                 t_objects = [catalog.objects[(l["kernel"], l["config"])] for l in tp["launches"]]
                 t_handle, why = _op(lib, twin_key, tp, t_objects)
                 if t_handle is None:
-                    raise ValueError(f"{problem.name}: the ops layer refuses its own plan {plan_id(tp)}: {why}")
+                    raise ValueError(f"{problem.name}: the ops layer refuses its own plan {json.dumps(tp)}: {why}")
                 twin = Plan(tp, t_objects, t_handle, None)
         found.append(Plan(plan, objects, handle, problem.check_of(plan, twin is not None), twin))
     return found, key

@@ -34,17 +34,23 @@ const frontend::Module* load(const std::string& file) {
 
 std::map<std::string, std::string> defaults(const OpSpec& op) { return *resolveVariant(op, {}); }
 
+/// The op's variants to try: the defaults, then each axis's values one at a time.
+std::vector<std::map<std::string, std::string>> someVariants(const OpSpec& op) {
+  std::vector<std::map<std::string, std::string>> variants = {defaults(op)};
+  for (const VariantAxis& axis : op.variants)
+    for (const std::string& value : axis.values) {
+      auto v = defaults(op);
+      v[axis.name] = value;
+      variants.push_back(v);
+    }
+  return variants;
+}
+
 TEST(OpTable, EveryDefaultPlanInstantiatesAtEveryVariantAndSize) {
   for (const OpSpec& op : opTable()) {
     frontend::DiagnosticEngine diags;
     std::vector<int64_t> sizes = op.sizeValues.empty() ? std::vector<int64_t>{0} : op.sizeValues;
-    std::vector<std::map<std::string, std::string>> variants = {defaults(op)};
-    for (const VariantAxis& axis : op.variants)
-      for (const std::string& value : axis.values) {
-        auto v = defaults(op);
-        v[axis.name] = value;
-        variants.push_back(v);
-      }
+    std::vector<std::map<std::string, std::string>> variants = someVariants(op);
     for (int64_t size : sizes)
       for (const auto& variant : variants) {
         Plan plan = defaultPlan(op, variant, size);
@@ -102,18 +108,6 @@ TEST(OpTable, SharedHelpersTakeNoVariantOrSize) {
   EXPECT_NE(plan.launches[0].config.find("FMT=E2M3"), std::string::npos);
   EXPECT_EQ(plan.launches[1].config.find("FMT"), std::string::npos);
   EXPECT_EQ(plan.launches[2].config.find("MODE"), std::string::npos);
-}
-
-/// The op's variants to try: the defaults, then each axis's values one at a time.
-std::vector<std::map<std::string, std::string>> someVariants(const OpSpec& op) {
-  std::vector<std::map<std::string, std::string>> variants = {defaults(op)};
-  for (const VariantAxis& axis : op.variants)
-    for (const std::string& value : axis.values) {
-      auto v = defaults(op);
-      v[axis.name] = value;
-      variants.push_back(v);
-    }
-  return variants;
 }
 
 /// Per kernel, the distinct launch configs of `plans`, in the order they first appear.

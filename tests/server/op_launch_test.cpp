@@ -72,6 +72,11 @@ class Call {
   void remove(const std::string& name) {
     std::erase_if(tensors_, [&](const mxc_named_tensor& t) { return name == t.name; });
   }
+  /// mxc_op_check of this call; the message in error.
+  int check(const mxc_op* op, char* error, size_t size) const {
+    error[0] = '\0';
+    return mxc_op_check(op, tensors_.data(), tensors_.size(), scalars.data(), scalars.size(), error, size);
+  }
   std::vector<mxc_named_tensor> tensors_;
   std::vector<mxc_named_scalar> scalars;
 
@@ -162,11 +167,7 @@ class OpLaunch : public ::testing::Test {
     EXPECT_NE(op, nullptr) << error_;
     return op;
   }
-  int check(const mxc_op* op, const Call& c) {
-    error_[0] = '\0';
-    return mxc_op_check(op, c.tensors_.data(), c.tensors_.size(), c.scalars.data(), c.scalars.size(), error_,
-                        sizeof error_);
-  }
+  int check(const mxc_op* op, const Call& c) { return c.check(op, error_, sizeof error_); }
 
   static fs::path* dir_;
   mxc_client* client_ = nullptr;
@@ -431,11 +432,7 @@ class PlansAtHand : public ::testing::Test {
     return out;
   }
 
-  int check(const mxc_op* op, const Call& c) {
-    error_[0] = '\0';
-    return mxc_op_check(op, c.tensors_.data(), c.tensors_.size(), c.scalars.data(), c.scalars.size(), error_,
-                        sizeof error_);
-  }
+  int check(const mxc_op* op, const Call& c) { return c.check(op, error_, sizeof error_); }
 
   static fs::path* dir_;
   static std::vector<HeldObject>* objects_;
