@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "client/call_cache.h"
 #include "client/client.h"
 #include "runtime/mxfp6rt.h"
 
@@ -35,6 +36,8 @@ struct mxc_op {
   mxrt_device* device = nullptr;                       // where `kernels` are loaded
   std::vector<std::unique_ptr<mxfp6::rt::LoadedKernel>> kernels;
   std::set<std::string> tensorNames, scalarNames;      // the op's arguments (ops::declareArgs), once
+  uint32_t alignment = 1;                              // the largest of its kernels' pointer alignments
+  mutable mxfp6::client::CallCache calls;              // checked launches per call signature (mxc_op_launch)
 };
 
 namespace mxfp6::client {

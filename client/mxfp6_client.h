@@ -101,6 +101,8 @@ mxc_op* mxc_op_create(const mxc_resolution* r, size_t i, char* error, size_t err
 void mxc_op_free(mxc_op* op);
 /* The plan's canonical text (ops/plan.h, Plan::id). */
 const char* mxc_op_plan(const mxc_op* op);
+/* The number of call signatures whose checked launches the op keeps (mxc_op_launch). */
+size_t mxc_op_signatures(const mxc_op* op);
 /* Loads the plan's code objects on device, once: later calls with the same device do nothing;
  * another device is an error (use one mxc_op per device). The device must outlive the op's
  * launches. */
@@ -110,7 +112,12 @@ int mxc_op_load(mxc_op* op, mxrt_device* device, char* error, size_t error_size)
 int mxc_op_check(const mxc_op* op, const mxc_named_tensor* tensors, size_t n_tensors, const mxc_named_scalar* scalars,
                  size_t n_scalars, char* error, size_t error_size);
 /* Checks, then enqueues the plan's launches on stream (a CUstream / hipStream_t; NULL: the
- * default stream). scratch may be NULL for a plan that needs none (an error otherwise). */
+ * default stream). scratch may be NULL for a plan that needs none (an error otherwise).
+ * The checked launches are kept per call signature: the names, dtypes, shapes, strides and
+ * scalars, each address modulo the kernels' alignment, and which tensors share memory at which
+ * offsets, all that the checks read of a call. A later call of a signature seen (a training
+ * step's) writes its addresses into those launches instead of composing and checking again: the
+ * checks would give the same result. An op keeps its 16 latest signatures. */
 int mxc_op_launch(const mxc_op* op, void* stream, const mxc_named_tensor* tensors, size_t n_tensors,
                   const mxc_named_scalar* scalars, size_t n_scalars, mxc_scratch_fn scratch, void* scratch_user,
                   char* error, size_t error_size);

@@ -4,7 +4,9 @@
 // checked against the key it was resolved for, every launch checked (rt::prepareLaunch) before the
 // first is enqueued, the raw launches those checks prepared enqueued without checking twice, and
 // statuses turned into mxrt_status codes with a message once. mxc_op_launch is mxc_op_prepare's
-// checks followed by mxc_launches_enqueue's, on the one path below (prepare, enqueue).
+// checks followed by mxc_launches_enqueue's, on the one path below (prepare, enqueue), except that
+// its checked launches are kept per call signature (client/call_cache.h): a call whose signature
+// was seen only writes its addresses into them.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -31,8 +33,10 @@ namespace {
 using mxfp6::Expected;
 using mxfp6::Status;
 using mxfp6::client::Client;
+using mxfp6::client::CallSignature;
+using mxfp6::client::CallTemplate;
+using mxfp6::client::Launches;
 using mxfp6::client::setError;
-using Launches = std::vector<std::pair<size_t, mxfp6::rt::PreparedLaunch>>;
 namespace ops = mxfp6::ops;
 namespace rt = mxfp6::rt;
 
@@ -189,6 +193,58 @@ int prepare(const mxc_op& op, const mxc_named_tensor* tensors, size_t nTensors, 
   return MXRT_SUCCESS;
 }
 
+/// The template of a call's signature: the op's, or composed and checked now at the signature's
+/// synthetic addresses and kept. Null when those checks fail (the full path then reports the
+/// failure with the call's own addresses) or the launches do not fit a template.
+std::shared_ptr<const CallTemplate> templateOf(const mxc_op& op, const CallSignature& signature,
+                                               const mxc_named_tensor* tensors, const mxc_named_scalar* scalars,
+                                               size_t nScalars) {
+  if (auto found = op.calls.find(signature)) return found;
+  std::vector<mxc_named_tensor> synthetic(tensors, tensors + signature.tensorCount());
+  for (size_t i = 0; i < synthetic.size(); ++i) synthetic[i].tensor.data = const_cast<void*>(signature.syntheticAddress(i));
+  auto call = callOf(op, synthetic.data(), synthetic.size(), scalars, nScalars);
+  if (!call) return nullptr;
+  std::vector<size_t> scratchBytes;
+  auto checked = checkedLaunches(op, *call, [&](size_t bytes) -> Expected<void*> {
+    scratchBytes.push_back(bytes);
+    return signature.syntheticScratch(scratchBytes.size() - 1);
+  });
+  if (!checked) return nullptr;
+  auto made = CallTemplate::of(signature, checked.take(), std::move(scratchBytes));
+  if (!made) return nullptr;
+  auto entry = std::make_shared<const CallTemplate>(std::move(*made));
+  op.calls.insert(entry);
+  return entry;
+}
+
+/// A call's launches from its signature's template, with the call's addresses and scratch from
+/// the caller's allocator. Returns -1 where no template serves the call (take the full path),
+/// else an mxrt_status.
+int launchesFromTemplate(const mxc_op& op, const mxc_named_tensor* tensors, size_t nTensors,
+                         const mxc_named_scalar* scalars, size_t nScalars, mxc_scratch_fn scratch, void* scratchUser,
+                         Launches& launches, char* error, size_t errorSize) {
+  auto signature = CallSignature::of(tensors, nTensors, scalars, nScalars, op.alignment);
+  if (!signature) return -1;
+  auto entry = templateOf(op, *signature, tensors, scalars, nScalars);
+  if (!entry) return -1;
+  std::vector<void*> memory;
+  for (size_t bytes : entry->scratchBytes()) {
+    if (scratch == nullptr)
+      return fail(error, errorSize, MXRT_ERROR_INVALID_ARGUMENT,
+                  op.key + ": the plan needs " + std::to_string(bytes) + " bytes of scratch and no allocator was given");
+    void* ptr = nullptr;
+    if (scratch(scratchUser, bytes, &ptr) != 0 || ptr == nullptr)
+      return fail(error, errorSize, MXRT_ERROR_INTERNAL,
+                  op.key + ": the scratch allocator could not allocate " + std::to_string(bytes) + " bytes");
+    if (reinterpret_cast<uintptr_t>(ptr) % 256 != 0)
+      return fail(error, errorSize, MXRT_ERROR_INTERNAL,
+                  op.key + ": the scratch allocator returned memory that is not 256-byte aligned");
+    memory.push_back(ptr);
+  }
+  launches = entry->launchesAt(*signature, memory);
+  return MXRT_SUCCESS;
+}
+
 /// Enqueues launches [first, first + count) as they were checked, skipping empty ones.
 int enqueue(const mxc_op& op, const Launches& launches, void* stream, size_t first, size_t count, char* error,
             size_t errorSize) {
@@ -246,6 +302,7 @@ Expected<std::unique_ptr<mxc_op>> makeOp(const std::string& keyText, const OpKey
     Object& o = objects[i];
     ASSIGN_OR_RETURN(rt::KernelMetadata metadata, Client::metadataOf(o));
     completeConfig(op->plan.launches[i], o.metadataJson);
+    op->alignment = std::max(op->alignment, metadata.alignment);
     op->metadata.push_back(std::move(metadata));
     op->objects.push_back(std::move(o));
   }
@@ -276,6 +333,8 @@ mxc_op* mxc_op_create(const mxc_resolution* r, size_t i, char* error, size_t err
 void mxc_op_free(mxc_op* op) { delete op; }
 
 const char* mxc_op_plan(const mxc_op* op) { return op ? op->planId.c_str() : ""; }
+
+size_t mxc_op_signatures(const mxc_op* op) { return op ? op->calls.size() : 0; }
 
 int mxc_op_load(mxc_op* op, mxrt_device* device, char* error, size_t error_size) {
   return guarded(error, error_size, [&] {
@@ -315,8 +374,10 @@ int mxc_op_launch(const mxc_op* op, void* stream, const mxc_named_tensor* tensor
   return guarded(error, error_size, [&] {
     if (op == nullptr) return fail(error, error_size, MXRT_ERROR_INVALID_ARGUMENT, "mxc_op_launch: op is NULL");
     Launches launches;
-    int status =
-        prepare(*op, tensors, n_tensors, scalars, n_scalars, scratch, scratch_user, launches, error, error_size);
+    int status = launchesFromTemplate(*op, tensors, n_tensors, scalars, n_scalars, scratch, scratch_user, launches,
+                                      error, error_size);
+    if (status == -1)
+      status = prepare(*op, tensors, n_tensors, scalars, n_scalars, scratch, scratch_user, launches, error, error_size);
     if (status != MXRT_SUCCESS) return status;
     return enqueue(*op, launches, stream, 0, launches.size(), error, error_size);
   });

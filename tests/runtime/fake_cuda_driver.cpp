@@ -86,6 +86,8 @@ extern "C" {
 
 /// What the last cuLaunchKernel was asked to do; tests read it through dlsym (fake_launch.h).
 FakeLaunch fake_cuda_last_launch = {};
+/// The latest kFakeLaunchLog launches (fake_launch.h).
+FakeLaunch fake_cuda_launch_log[kFakeLaunchLog] = {};
 
 CUresult cuInit(unsigned flags) {
   if (flags != 0) return kInvalidValue;
@@ -303,6 +305,7 @@ CUresult launch(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned 
                            static_cast<int>(f->paramBytes.size()), {}};
   for (size_t i = 0; i < f->paramBytes.size(); ++i)
     std::memcpy(&fake_cuda_last_launch.params[i], params[i], f->paramBytes[i]);
+  fake_cuda_launch_log[(fake_cuda_last_launch.launches - 1) % kFakeLaunchLog] = fake_cuda_last_launch;
   // One thread index per (block, thread) along x, as the PTX versions of these kernels compute.
   for (uint64_t i = 0; i < uint64_t{gx} * bx; ++i) {
     if (f->name == "add_one") {  // (int32* x, int32 n)

@@ -20,3 +20,7 @@ struct FakeLaunch {
   int paramCount;
   uint64_t params[kFakeMaxParams];
 };
+
+/// The latest launches, each at index (its FakeLaunch::launches - 1) % kFakeLaunchLog, exported
+/// as the C symbol fake_cuda_launch_log: a test of several launches reads them all.
+inline constexpr int kFakeLaunchLog = 64;

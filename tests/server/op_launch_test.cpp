@@ -329,9 +329,18 @@ std::string readFile(const fs::path& path) {
   return text.str();
 }
 
-/// PTX the fake driver loads, with the entry the metadata names.
-std::string stubPtx(const std::string& entry) {
-  return ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry " + entry + "()\n{\n\tret;\n}\n";
+/// PTX the fake driver loads, with the entry and the parameters (one per ABI argument, so the
+/// driver records each argument's value) that the launch metadata names.
+std::string stubPtx(const std::string& metadataJson) {
+  nlohmann::json meta = nlohmann::json::parse(metadataJson);
+  std::string params;
+  for (const auto& arg : meta.at("abi")) {
+    std::string kind = arg.at("kind");
+    params += std::string(params.empty() ? "" : ",") + "\n\t.param ." +
+              (kind == "i32" ? "u32" : kind == "f32" ? "f32" : "u64") + " p" + std::to_string(params.size());
+  }
+  return ".version 8.0\n.target sm_90\n.address_size 64\n\n.visible .entry " + meta.at("entry").get<std::string>() +
+         "(" + params + ")\n{\n\tret;\n}\n";
 }
 
 /// Scratch at made-up addresses (the fake driver runs no op's kernel, so nothing reads them).
@@ -414,7 +423,7 @@ class PlansAtHand : public ::testing::Test {
     std::vector<const void*> pointers;
     std::vector<size_t> sizes;
     std::vector<const char*> metadata;
-    for (const HeldObject* o : given) bytes.push_back(stubs ? stubPtx(o->entry) : o->bytes);
+    for (const HeldObject* o : given) bytes.push_back(stubs ? stubPtx(o->metadata) : o->bytes);
     for (size_t i = 0; i < given.size(); ++i) {
       pointers.push_back(bytes[i].data());
       sizes.push_back(bytes[i].size());
@@ -639,6 +648,117 @@ TEST_F(PlansAtHand, PreparedLaunchesEnqueueWhatTheirInfoSays) {
       << error_;
   EXPECT_EQ(last->launches, before + int(n));
   mxc_launches_free(launches);
+  mxc_op_free(op);
+  mxrt_device_close(device);
+  dlclose(driver);
+}
+
+/// The launches the fake driver saw while `body` ran: grid and argument bytes of each, in order.
+std::vector<std::pair<std::array<unsigned, 3>, std::vector<uint64_t>>> launchesDuring(void* driver,
+                                                                                     const std::function<void()>& body) {
+  auto* last = static_cast<FakeLaunch*>(dlsym(driver, "fake_cuda_last_launch"));
+  auto* log = static_cast<FakeLaunch*>(dlsym(driver, "fake_cuda_launch_log"));
+  if (last == nullptr || log == nullptr) throw std::runtime_error("the fake driver has no launch log");
+  int before = last->launches;
+  body();
+  std::vector<std::pair<std::array<unsigned, 3>, std::vector<uint64_t>>> out;
+  for (int n = before + 1; n <= last->launches; ++n) {
+    const FakeLaunch& l = log[(n - 1) % kFakeLaunchLog];
+    out.push_back({{l.grid[0], l.grid[1], l.grid[2]}, {l.params, l.params + l.paramCount}});
+  }
+  return out;
+}
+
+TEST_F(PlansAtHand, RepeatedCallsWriteTheirAddressesIntoLaunchesCheckedOnce) {
+  // The rows family of norm_rope_qkv_bwd: a pass and a reduction tree over fp32 scratch.
+  std::vector<nlohmann::json> plans = keyPlans(kQkvBwd, configsJson());
+  ASSERT_FALSE(plans.empty());
+  mxc_op* op = fromPlan(kQkvBwd, plans[0], objectsOf(plans[0]), /*stubs=*/true);
+  ASSERT_NE(op, nullptr) << error_;
+  mxrt_device* device = nullptr;
+  ASSERT_EQ(mxrt_device_open("cuda", MXFP6_FAKE_DRIVER, 0, &device), MXRT_SUCCESS) << mxrt_last_error();
+  ASSERT_EQ(mxc_op_load(op, device, error_, sizeof error_), MXRT_SUCCESS) << error_;
+  void* driver = dlopen(MXFP6_FAKE_DRIVER, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(driver, nullptr);
+
+  // A call through mxc_op_launch against the same call prepared from scratch (mxc_op_prepare
+  // composes and checks every time): the same launches, argument for argument.
+  auto launched = [&](const Call& c, uintptr_t scratchAt) {
+    return launchesDuring(driver, [&] {
+      EXPECT_EQ(mxc_op_launch(op, nullptr, c.tensors_.data(), c.tensors_.size(), c.scalars.data(), c.scalars.size(),
+                              fakeScratch, &scratchAt, error_, sizeof error_),
+                MXRT_SUCCESS)
+          << error_;
+    });
+  };
+  auto prepared = [&](const Call& c, uintptr_t scratchAt) {
+    mxc_launches* l = mxc_op_prepare(op, c.tensors_.data(), c.tensors_.size(), c.scalars.data(), c.scalars.size(),
+                                     fakeScratch, &scratchAt, error_, sizeof error_);
+    EXPECT_NE(l, nullptr) << error_;
+    auto out = launchesDuring(driver, [&] {
+      EXPECT_EQ(mxc_launches_enqueue(l, nullptr, 0, mxc_launches_count(l), error_, sizeof error_), MXRT_SUCCESS);
+    });
+    mxc_launches_free(l);
+    return out;
+  };
+  // Every tensor moved by its own multiple of 256 bytes: another step's activations.
+  auto moved = [](Call c, uintptr_t by) {
+    for (size_t i = 0; i < c.tensors_.size(); ++i) {
+      auto& data = c.tensors_[i].tensor.data;
+      data = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(data) + (i + 1) * by);
+    }
+    return c;
+  };
+
+  Call first = qkvBackward(64, 2);
+  auto firstLaunches = launched(first, uintptr_t{1} << 40);
+  ASSERT_GT(firstLaunches.size(), 2u);
+  EXPECT_EQ(firstLaunches, prepared(first, uintptr_t{1} << 40));
+  EXPECT_EQ(mxc_op_signatures(op), 1u);
+
+  Call second = moved(first, 256 * 1024);
+  auto secondLaunches = launched(second, (uintptr_t{1} << 40) + (uintptr_t{1} << 30));
+  EXPECT_NE(secondLaunches, firstLaunches);  // the addresses differ
+  EXPECT_EQ(secondLaunches, prepared(second, (uintptr_t{1} << 40) + (uintptr_t{1} << 30)));
+  EXPECT_EQ(mxc_op_signatures(op), 1u) << "the second call composed its launches again";
+
+  // A tensor moved off its alignment, an output over an input: refused as the full checks refuse
+  // them (their messages, the call's own addresses), and nothing launches.
+  Call misaligned = second;
+  misaligned["dq"].tensor.data = static_cast<char*>(misaligned["dq"].tensor.data) + 2;
+  Call overlapping = second;
+  overlapping["dqkv"].tensor.data = overlapping["qkv"].tensor.data;
+  for (const Call* bad : {&misaligned, &overlapping}) {
+    char expected[1024] = {};
+    ASSERT_NE(bad->check(op, expected, sizeof expected), MXRT_SUCCESS);
+    uintptr_t scratchAt = uintptr_t{1} << 40;
+    auto none = launchesDuring(driver, [&] {
+      EXPECT_EQ(mxc_op_launch(op, nullptr, bad->tensors_.data(), bad->tensors_.size(), bad->scalars.data(),
+                              bad->scalars.size(), fakeScratch, &scratchAt, error_, sizeof error_),
+                MXRT_ERROR_INVALID_ARGUMENT);
+    });
+    EXPECT_TRUE(none.empty());
+    EXPECT_STREQ(error_, expected);
+  }
+  EXPECT_THAT(std::string(error_), HasSubstr("overlaps"));
+
+  // Inputs sharing memory (K's rotary tables are Q's) are another signature, and so are other
+  // scalars and another T.
+  Call shared = second;
+  shared["k_cos"].tensor.data = shared["q_cos"].tensor.data;
+  shared["k_sin"].tensor.data = shared["q_sin"].tensor.data;
+  Call sharedMoved = moved(shared, 4096);
+  sharedMoved["k_cos"].tensor.data = sharedMoved["q_cos"].tensor.data;
+  sharedMoved["k_sin"].tensor.data = sharedMoved["q_sin"].tensor.data;
+  Call otherScalar = second;
+  otherScalar.scalars = {{"pos_div", 2}};
+  Call longer = moved(qkvBackward(128, 2), 512);
+  size_t signatures = mxc_op_signatures(op);
+  for (const Call* c : {&shared, &sharedMoved, &otherScalar, &longer}) {
+    EXPECT_EQ(launched(*c, uintptr_t{1} << 41), prepared(*c, uintptr_t{1} << 41));
+  }
+  EXPECT_EQ(mxc_op_signatures(op), signatures + 3);  // sharedMoved is shared's signature
+
   mxc_op_free(op);
   mxrt_device_close(device);
   dlclose(driver);
