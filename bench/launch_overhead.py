@@ -6,7 +6,9 @@ one-program grid, so the host is what is timed) through each way a training proc
 
 - the mxfp6 op from Python, eager, autograd on (x requires grad: the op records its backward) and
   forward-only (no_grad), outputs allocated by PyTorch each call;
-- the same op from C++ through the client's C ABI, arguments prepared once (launch_bench);
+- the same op from C++ through the client's C ABI, arguments prepared once (launch_bench):
+  mxc_op_launch (a repeated signature's launches checked once), and composed and checked in full
+  on every call (mxc_op_prepare + mxc_launches_enqueue);
 - the same kernel's Triton version: a direct launch, and through torch.library.triton_op +
   wrap_triton (what torch.compile needs of a Triton kernel), allocating its outputs;
 - PyTorch's built-in F.layer_norm of the same tensor.
@@ -52,6 +54,7 @@ def main():
                          text=True).stdout
     cpp = json.loads(out)
     res["C++ launch, C ABI, arguments prepared once"] = cpp["host_us_per_launch"]
+    res["C++ launch, C ABI, composed and checked in full"] = cpp["host_us_per_launch_checked_in_full"]
 
     y = torch.empty_like(x)
     mean, rstd = torch.empty(T, device="cuda"), torch.empty(T, device="cuda")

@@ -12,7 +12,7 @@ nothing; inside the op the question cannot be answered (a custom op's forward se
 and ctx.needs_input_grad reads True even under no_grad).
 """
 
-from . import _calls
+from . import _calls, _launch
 
 try:
     import torch
@@ -95,13 +95,7 @@ def _function(spec, non_differentiable_outputs):
                 {"forward": staticmethod(forward), "backward": staticmethod(backward)})
 
 
-def _launched(build):
-    """The launch of a call builder's call: its outputs, as a tuple."""
-    def launch(*args):
-        call, out = build(*args)
-        call.launch(args[0].device)
-        return tuple(out)
-    return launch
+_launched = _launch.launched
 
 
 def _kernel_grad(g, shape, like):

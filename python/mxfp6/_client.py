@@ -85,7 +85,7 @@ class Connection:
         self._lock = threading.Lock()
         self._ops = {}            # key -> _Op
         self._call_keys = {}      # a call's signature (op, variant, target, shapes, scalars) -> key
-        self._prepared = {}       # a launch's signature -> (op, tensor array, scalar array)
+        self._recipes = {}        # (call builder, its arguments' signature) -> _launch.Recipe
         self._warned = set()      # keys a ShapeWarning was given for
         self._failed = {}         # key -> why
         self._stats = {"resolves": 0, "keys": 0, "objects_from_server": 0, "bytes_from_server": 0,
@@ -95,7 +95,7 @@ class Connection:
         if self.handle:
             self._ops.clear()
             self._call_keys.clear()
-            self._prepared.clear()
+            self._recipes.clear()
             _lib.client.mxc_close(self.handle)
             self.handle = None
 

@@ -131,42 +131,136 @@ class Call:
         return op
 
     def launch(self, device):
-        """Checks and enqueues the plan's launches on the current stream. The ctypes arrays and the
-        resolved op are kept per call signature (shapes, strides, dtypes, scalars): a repeated call
-        only writes its tensors' addresses; the C ABI still checks every launch."""
-        import torch
+        """Checks and enqueues the plan's launches on the current stream; returns the resolved op
+        and the ctypes arrays (with each tensor's mxrt_tensor, where its address goes)."""
         conn = _client.connection()
-        sig = (self.op, self.variant, device.index,
-               tuple((tuple(t.shape), tuple(t.stride()), t.dtype) for _, t in self.tensors), tuple(self.scalars))
-        prepared = conn._prepared.get(sig)
-        if prepared is None:
-            arrays = self.arrays()
-            op = self.resolve(conn, _target(device), arrays)
-            if device.index not in op.loaded:
-                err = _lib.error_buffer()
-                if _lib.client.mxc_op_load(op.handle, _device(device), err, len(err)) != _lib.SUCCESS:
-                    raise RuntimeError(f"mxfp6.{self.public}: {_lib.text(err.value)}")
-                op.loaded.add(device.index)
-            # (op, tensor array, scalar array, each tensor's mxrt_tensor: where its address goes)
-            prepared = conn._prepared[sig] = (op,) + arrays + ([nt.tensor for nt in arrays[0]],)
+        arrays = self.arrays()
+        op = self.resolve(conn, _target(device), arrays)
+        if device.index not in op.loaded:
+            err = _lib.error_buffer()
+            if _lib.client.mxc_op_load(op.handle, _device(device), err, len(err)) != _lib.SUCCESS:
+                raise RuntimeError(f"mxfp6.{self.public}: {_lib.text(err.value)}")
+            op.loaded.add(device.index)
+        ts, ss = arrays
+        enqueue(conn, op, ts, ss, device, self.public, self.error)
+        return op, ts, ss
+
+
+def enqueue(conn, op, ts, ss, device, public, error):
+    """mxc_op_launch on the device's current stream, scratch from PyTorch's allocator; a refused
+    argument raises through `error` (ValueError), anything else RuntimeError."""
+    span = None
+    if _profile.enabled:
+        stream = _torch().cuda.current_stream(device)
+        span = _profile.begin(stream)
+    _scratch.device, _scratch.keep = device, []
+    err = _scratch.error
+    status = _lib.client.mxc_op_launch(op.handle, _raw_stream(device.index), ts, len(ts), ss, len(ss), _SCRATCH, None,
+                                       err, len(err))
+    _scratch.keep = None  # scratch tensors: alive until the launches are enqueued (stream-ordered reuse)
+    if status == _lib.INVALID_ARGUMENT:
+        error(_lib.text(err.value))
+    if status != _lib.SUCCESS:
+        raise RuntimeError(f"mxfp6.{public}: {_lib.text(err.value)}")
+    if span is not None:
+        _profile.end(span, stream, public, op)
+    conn._stats["launches"] += 1
+
+
+class Recipe:
+    """A call builder's work for one signature of its arguments (each tensor's shape, strides,
+    dtype and device; every other argument's value), kept so that a repeated call (a training
+    step's) skips the builder: it allocates the outputs the builder allocated, writes the
+    addresses into the ctypes arrays and launches. The builder's checks read nothing else of the
+    arguments, so they would pass again; the C ABI checks every call (its own signature covers
+    alignment and overlap)."""
+
+    def __init__(self, call, op, ts, ss, args, out):
+        self.op, self.ts, self.ss, self.public, self.error = op, ts, ss, call.public, call.error
+        self.lock = threading.Lock()  # the arrays are shared: one call writes its addresses at a time
+        self.outputs = [(tuple(t.shape), t.dtype) for t in out]
+        # Per slot of the tensor array: (True, i) for args[i], (False, j) for output j.
+        self.sources = []
+        for (name, t), nt in zip(call.tensors, ts):
+            base = t.base if isinstance(t, View) else t
+            source = next(((True, i) for i, a in enumerate(args) if a is base), None) or \
+                next(((False, j) for j, o in enumerate(out) if o is base), None)
+            if source is None:
+                raise LookupError(f"{call.op}: argument '{name}' is neither an input nor an output")
+            self.sources.append((nt.tensor, source[0], source[1]))
+
+    def launch(self, conn, args, device):
+        torch = _torch()
+        out = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.outputs]
+        with self.lock:
+            for slot, is_arg, i in self.sources:
+                slot.data = (args[i] if is_arg else out[i]).data_ptr()
+            enqueue(conn, self.op, self.ts, self.ss, device, self.public, self.error)
+        return tuple(out)
+
+
+def signature(args):
+    """What a call builder reads of its arguments: per tensor its shape, strides, dtype and device,
+    per other argument its value and type; None when an argument is neither (no recipe then)."""
+    tensor_type = _torch().Tensor
+    sig = []
+    for a in args:
+        if isinstance(a, tensor_type):
+            sig.append((a.shape, a.stride(), a.dtype, a.device))
+        elif a is None or type(a) in (str, int, float, bool):
+            sig.append((type(a), a))
         else:
-            for slot, (_, t) in zip(prepared[3], self.tensors):
-                slot.data = t.data_ptr()
-        op, ts, ss, _ = prepared
-        stream = torch.cuda.current_stream(device)
-        span = _profile.begin(stream) if _profile.enabled else None
-        _scratch.device, _scratch.keep = device, []
-        err = _scratch.error
-        status = _lib.client.mxc_op_launch(op.handle, stream.cuda_stream, ts, len(ts), ss, len(ss), _SCRATCH, None,
-                                           err, len(err))
-        _scratch.keep = None  # scratch tensors: alive until the launches are enqueued (stream-ordered reuse)
-        if status == _lib.INVALID_ARGUMENT:
-            self.error(_lib.text(err.value))
-        if status != _lib.SUCCESS:
-            raise RuntimeError(f"mxfp6.{self.public}: {_lib.text(err.value)}")
-        if span is not None:
-            _profile.end(span, stream, self.public, op)
-        conn._stats["launches"] += 1
+            return None
+    return tuple(sig)
+
+
+MAX_RECIPES = 4096  # per connection; past it the recipes start over (a sweep over many shapes)
+
+
+def launched(build):
+    """The launch of a call builder's call, returning its outputs as a tuple: through the recipe
+    of the arguments' signature when one was made, else through the builder (whose checks name a
+    bad argument), keeping a recipe of it."""
+    def launch(*args):
+        conn = _client.connection()
+        sig = signature(args)
+        key = (build, sig)
+        recipe = conn._recipes.get(key) if sig is not None else None
+        if recipe is not None:  # its builder took args[0] for a tensor
+            return recipe.launch(conn, args, args[0].device)
+        call, out = build(*args)
+        op, ts, ss = call.launch(args[0].device)
+        if sig is not None:
+            if len(conn._recipes) >= MAX_RECIPES:
+                conn._recipes.clear()
+            conn._recipes[key] = Recipe(call, op, ts, ss, args, out)
+        return tuple(out)
+    return launch
+
+
+_torch_module = None
+
+
+def _torch():
+    global _torch_module
+    if _torch_module is None:
+        import torch
+        _torch_module = torch
+    return _torch_module
+
+
+_raw_streams = None
+
+
+def _raw_stream(index):
+    """The device's current stream as a CUstream / hipStream_t address: torch's raw accessor where
+    it has one (no Stream object made per call), else the public API's."""
+    global _raw_streams
+    if _raw_streams is None:
+        torch = _torch()
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _raw_streams = raw if raw is not None else (lambda i: torch.cuda.current_stream(i).cuda_stream)
+    return _raw_streams(index)
 
 
 class _ScratchState(threading.local):
