@@ -95,10 +95,7 @@ class Call:
         return ts, ss
 
     def error(self, message):
-        for c_name, py_name in self.python_names.items():
-            if c_name != py_name:
-                message = message.replace(f"'{c_name}'", f"'{py_name}'")
-        fail(self.public, message)
+        named_error(self.public, self.python_names, message)
 
     def signature(self, target):
         """What the key depends on: the op, variant, target, every tensor's shape and the scalars."""
@@ -146,6 +143,14 @@ class Call:
         return op, ts, ss
 
 
+def named_error(public, python_names, message):
+    """Raises the C ABI's message as a ValueError, its argument names the Python API's."""
+    for c_name, py_name in python_names.items():
+        if c_name != py_name:
+            message = message.replace(f"'{c_name}'", f"'{py_name}'")
+    fail(public, message)
+
+
 def enqueue(conn, op, ts, ss, device, public, error):
     """mxc_op_launch on the device's current stream, scratch from PyTorch's allocator; a refused
     argument raises through `error` (ValueError), anything else RuntimeError."""
@@ -176,7 +181,10 @@ class Recipe:
     alignment and overlap)."""
 
     def __init__(self, call, op, ts, ss, args, out):
-        self.op, self.ts, self.ss, self.public, self.error = op, ts, ss, call.public, call.error
+        # Nothing of the call's tensors is kept (they would stay alive): their shapes, and where
+        # each address comes from.
+        self.op, self.ts, self.ss, self.public = op, ts, ss, call.public
+        self.python_names = dict(call.python_names)
         self.lock = threading.Lock()  # the arrays are shared: one call writes its addresses at a time
         self.outputs = [(tuple(t.shape), t.dtype) for t in out]
         # Per slot of the tensor array: (True, i) for args[i], (False, j) for output j.
@@ -193,24 +201,35 @@ class Recipe:
         torch = _torch()
         out = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.outputs]
         with self.lock:
-            for slot, is_arg, i in self.sources:
-                slot.data = (args[i] if is_arg else out[i]).data_ptr()
+            self.write_addresses(args, out)
             enqueue(conn, self.op, self.ts, self.ss, device, self.public, self.error)
         return tuple(out)
+
+    def write_addresses(self, args, out):
+        for slot, is_arg, i in self.sources:
+            slot.data = (args[i] if is_arg else out[i]).data_ptr()
+
+    def error(self, message):
+        named_error(self.public, self.python_names, message)
 
 
 def signature(args):
     """What a call builder reads of its arguments: per tensor its shape, strides, dtype and device,
-    per other argument its value and type; None when an argument is neither (no recipe then)."""
+    per other argument its value and type; None when an argument is neither (no recipe then).
+    One tensor given at several positions (cos as K's table too) is part of the signature: a
+    recipe finds each address by the position of the tensor the builder took."""
     tensor_type = _torch().Tensor
-    sig = []
+    sig, ids = [], []
     for a in args:
         if isinstance(a, tensor_type):
             sig.append((a.shape, a.stride(), a.dtype, a.device))
+            ids.append(id(a))
         elif a is None or type(a) in (str, int, float, bool):
             sig.append((type(a), a))
         else:
             return None
+    if len(set(ids)) != len(ids):
+        sig.append(tuple(ids.index(i) for i in ids))
     return tuple(sig)
 
 

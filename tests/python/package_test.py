@@ -205,6 +205,42 @@ class Package(unittest.TestCase):
         call, _ = mxfp6._calls.ln_fwd(**ln_args())
         call.check(conn)
 
+    def test_a_recipe_takes_each_address_from_the_argument_at_its_position(self):
+        import torch
+        launch = mxfp6._launch
+        a, b = torch.zeros(4, 8, dtype=torch.bfloat16), torch.zeros(8)
+        sig = launch.signature((a, b, a.clone(), "megatron", 1, 1e-6))
+        self.assertEqual(sig, launch.signature((a.clone(), b.clone(), a.clone(), "megatron", 1, 1e-6)))
+        for other in [(a, b, a, "megatron", 1, 1e-6),            # one tensor at two positions
+                      (a.t(), b, a.clone(), "megatron", 1, 1e-6),  # strides
+                      (a.float(), b, a.clone(), "megatron", 1, 1e-6),
+                      (a, b, a.clone(), "blocked", 1, 1e-6), (a, b, a.clone(), "megatron", 1.0, 1e-6),
+                      (a, b, a.clone(), "megatron", 1, 1e-5)]:
+            self.assertNotEqual(launch.signature(other), sig)
+        self.assertIsNone(launch.signature((a, object())))
+
+        # K's tables: Q's when k_cos/k_sin are None, their own otherwise; q, k, v and the rstd from
+        # the outputs. A second call's addresses go where the first call's arguments went.
+        def call_of(k_tables):
+            qkv = qkv_args()
+            args = (qkv["mixed_qkv"], qkv["q_weight"], qkv["k_weight"], qkv["cos"], qkv["sin"]) + k_tables
+            call, out = mxfp6._calls.qkv_fwd(*args, out=qkv["out"])
+            return call, args + ("megatron", 1, 1e-6), out
+
+        for k_tables in [(None, None), (StandIn((512, 64), "float32"), StandIn((512, 64), "float32"))]:
+            call, args, out = call_of(k_tables)
+            ts, ss = call.arrays()
+            recipe = launch.Recipe(call, None, ts, ss, args, out)
+            _, args2, out2 = call_of(tuple(StandIn(t.shape, "float32") if t else None for t in k_tables))
+            recipe.write_addresses(args2, out2)
+            own = k_tables[0] is not None
+            expected = {"qkv": args2[0], "q_weight": args2[1], "k_weight": args2[2], "q_cos": args2[3],
+                        "q_sin": args2[4], "k_cos": args2[5] if own else args2[3],
+                        "k_sin": args2[6] if own else args2[4], "q": out2[0], "k": out2[1], "v": out2[2],
+                        "q_rstd": out2[3], "k_rstd": out2[4]}
+            self.assertEqual({nt.name.decode(): nt.tensor.data for nt in ts},
+                             {n: t.data_ptr() for n, t in expected.items()})
+
     def test_every_op_call_passes_its_checks(self):
         self.assertEqual(self.more.failed, {})
         conn = self.embedded()
