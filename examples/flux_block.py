@@ -141,14 +141,14 @@ class Model(nn.Module):
 
     def __init__(self, hidden, heads):
         super().__init__()
-        self.double, self.single = DoubleBlock(hidden, heads), SingleBlock(hidden, heads)
+        self.double_block, self.single_block = DoubleBlock(hidden, heads), SingleBlock(hidden, heads)
 
     def forward(self, ops, img, txt, vec, rope_img, rope_txt):
-        img, txt = self.double(ops, img, txt, vec, rope_img, rope_txt)
+        img, txt = self.double_block(ops, img, txt, vec, rope_img, rope_txt)
         B = vec.shape[0]
         x = join(txt, img, B)
         rope = (torch.cat((rope_txt[0], rope_img[0])), torch.cat((rope_txt[1], rope_img[1])))
-        return self.single(ops, x, vec, rope)
+        return self.single_block(ops, x, vec, rope)
 
 
 def inputs(B, Li, Lt, hidden, dtype, seed=0):

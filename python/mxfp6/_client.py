@@ -15,7 +15,8 @@ SOURCES = {0: "server", 1: "node cache", 2: "embedded"}
 
 def _library_alive():
     """Whether the C library can still be called: at interpreter exit, module globals (_lib among
-    them) are cleared before the last objects are collected, and those have nothing to free."""
+    them, and this function's own name) are cleared before the last objects are collected, and
+    those have nothing to free. The __del__ methods hold it as a default argument."""
     return _lib is not None and getattr(_lib, "client", None) is not None
 
 class ConnectError(ConnectionError):
@@ -52,8 +53,8 @@ class _Resolution:
     def __init__(self, handle):
         self.handle = handle
 
-    def __del__(self):
-        if self.handle and _library_alive():
+    def __del__(self, _alive=_library_alive):
+        if self.handle and _alive():
             _lib.client.mxc_resolution_free(self.handle)
             self.handle = None
 
@@ -68,8 +69,8 @@ class _Op:
     def plan(self):
         return _lib.text(_lib.client.mxc_op_plan(self.handle))
 
-    def __del__(self):
-        if self.handle and _library_alive():
+    def __del__(self, _alive=_library_alive):
+        if self.handle and _alive():
             _lib.client.mxc_op_free(self.handle)
             self.handle = None
 
@@ -99,8 +100,8 @@ class Connection:
             _lib.client.mxc_close(self.handle)
             self.handle = None
 
-    def __del__(self):
-        if getattr(self, "handle", None) and _library_alive():
+    def __del__(self, _alive=_library_alive):
+        if getattr(self, "handle", None) and _alive():
             self.close()
 
     def describe(self):
