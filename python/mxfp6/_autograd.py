@@ -115,7 +115,9 @@ def _qkv_fake(mixed_qkv, q_weight, k_weight, cos, sin, k_cos, k_sin, layout, pos
 
 
 def _qkv_bwd_fake(dq, dk, dv, mixed_qkv, *rest):
-    return mixed_qkv.new_empty((mixed_qkv.shape[0], mixed_qkv.shape[1])), \
+    T, C = mixed_qkv.shape
+    row_stride = mixed_qkv.stride()[0] if T > 1 else C  # the real op's: mixed_qkv's (_calls._dqkv)
+    return mixed_qkv.new_empty_strided((T, C), (row_stride, 1)), \
         mixed_qkv.new_empty((2, _calls.HEAD_DIM), dtype=torch.float32)
 
 

@@ -13,9 +13,25 @@ LAYOUTS_QKV = ("megatron", "blocked")
 LAYOUTS_TOKENS = ("bsd", "sbd")
 
 
-def _empty(shape, dtype, device):
+def _empty(shape, dtype, device, strides=None):
     import torch
-    return torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=device)
+    if strides is None:
+        return torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=device)
+    return torch.empty_strided(tuple(shape), tuple(strides), dtype=getattr(torch, dtype), device=device)
+
+
+def _dqkv(public, call, out, T, H, strides, device):
+    """Binds d(mixed_qkv) as [T, 3, H, 128]. The kernels read mixed_qkv and write its gradient with
+    one token stride (qkv_token_stride), so a new gradient takes mixed_qkv's: a slice of a wider
+    projection (Flux's single block: QKV and the MLP input from one linear) gets a gradient with
+    that width's row stride, over the same [T, 3*H*128]."""
+    t = tensor(public, "d(mixed_qkv)", out, device)
+    token_stride = t.stride()[0] if T > 1 else strides[0]
+    call.tensor("dqkv", View(t, (T, 3, H, HEAD_DIM), (token_stride,) + tuple(strides[1:])), "d(mixed_qkv)")
+
+
+def _new_dqkv(T, H, strides, device):
+    return _empty((T, 3 * H * HEAD_DIM), "bfloat16", device, (strides[0], 1))
 
 
 def _outputs(public, call, names, shapes, device, out):
@@ -95,7 +111,7 @@ def _qkv_grads(public, call, dq, dk, dv, device):
 
 def qkv_bwd(dq, dk, dv, mixed_qkv, q_weight, k_weight, cos, sin, k_cos, k_sin, q_rstd, k_rstd, layout, pos_div,
             out=None):
-    """-> [d(mixed_qkv) (mixed_qkv's shape, contiguous), dw ([2, 128] f32: q's, k's)]."""
+    """-> [d(mixed_qkv) (mixed_qkv's shape and row stride), dw ([2, 128] f32: q's, k's)]."""
     public = "norm_rope (backward)"
     _pos_div_eps(public, pos_div, None)
     call = Call("norm_rope_qkv_bwd", public, f"layout={layout}")
@@ -104,10 +120,8 @@ def qkv_bwd(dq, dk, dv, mixed_qkv, q_weight, k_weight, cos, sin, k_cos, k_sin, q
     call.tensor("q_rstd", tensor(public, "q_rstd", q_rstd, device))
     call.tensor("k_rstd", tensor(public, "k_rstd", k_rstd, device))
     if out is None:
-        out = [_empty((T, 3 * H * HEAD_DIM), "bfloat16", device), _empty((2, HEAD_DIM), "float32", device)]
-    dqkv_strides = (3 * H * HEAD_DIM,) + strides[1:]
-    call.tensor("dqkv", View(tensor(public, "d(mixed_qkv)", out[0], device), (T, 3, H, HEAD_DIM), dqkv_strides),
-                "d(mixed_qkv)")
+        out = [_new_dqkv(T, H, strides, device), _empty((2, HEAD_DIM), "float32", device)]
+    _dqkv(public, call, out[0], T, H, strides, device)
     call.tensor("dw", tensor(public, "dw", out[1], device))
     call.scalar("pos_div", int(pos_div))
     return call, out
@@ -140,11 +154,10 @@ def qkv_bwd_pack(dq, dk, dv, mixed_qkv, q_weight, k_weight, cos, sin, k_cos, k_s
     if out is None:
         out = [_empty((2, HEAD_DIM), "float32", device)]
         if with_bf16:
-            out.append(_empty((T, 3 * H * HEAD_DIM), "bfloat16", device))
+            out.append(_new_dqkv(T, H, strides, device))
     call.tensor("dw", tensor(public, "dw", out[0], device))
     if with_bf16:
-        call.tensor("dqkv", View(tensor(public, "d(mixed_qkv)", out[1], device), (T, 3, H, HEAD_DIM),
-                                 (3 * H * HEAD_DIM,) + strides[1:]), "d(mixed_qkv)")
+        _dqkv(public, call, out[1], T, H, strides, device)
     call.scalar("pos_div", int(pos_div))
     return call, out
 

@@ -175,7 +175,8 @@ def enqueue(conn, op, ts, ss, device, public, error):
 class Recipe:
     """A call builder's work for one signature of its arguments (each tensor's shape, strides,
     dtype and device; every other argument's value), kept so that a repeated call (a training
-    step's) skips the builder: it allocates the outputs the builder allocated, writes the
+    step's) skips the builder: it allocates the outputs the builder allocated (their shapes and
+    strides), writes the
     addresses into the ctypes arrays and launches. The builder's checks read nothing else of the
     arguments, so they would pass again; the C ABI checks every call (its own signature covers
     alignment and overlap)."""
@@ -186,7 +187,7 @@ class Recipe:
         self.op, self.ts, self.ss, self.public = op, ts, ss, call.public
         self.python_names = dict(call.python_names)
         self.lock = threading.Lock()  # the arrays are shared: one call writes its addresses at a time
-        self.outputs = [(tuple(t.shape), t.dtype) for t in out]
+        self.outputs = [(tuple(t.shape), tuple(t.stride()), t.dtype) for t in out]
         # Per slot of the tensor array: (True, i) for args[i], (False, j) for output j.
         self.sources = []
         for (name, t), nt in zip(call.tensors, ts):
@@ -199,7 +200,8 @@ class Recipe:
 
     def launch(self, conn, args, device):
         torch = _torch()
-        out = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.outputs]
+        out = [torch.empty_strided(shape, strides, dtype=dtype, device=device)
+               for shape, strides, dtype in self.outputs]
         with self.lock:
             self.write_addresses(args, out)
             enqueue(conn, self.op, self.ts, self.ss, device, self.public, self.error)

@@ -133,7 +133,7 @@ class Package(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         # Outputs the builders allocate are stand-ins too (torch would allocate them on the GPU).
-        mxfp6._calls._empty = lambda shape, dtype, device: StandIn(shape, dtype)
+        mxfp6._calls._empty = lambda shape, dtype, device, strides=None: StandIn(shape, dtype, strides=strides)
         cls.dir = tempfile.mkdtemp(prefix="mxfp6-python-test-")
         cls.db = os.path.join(cls.dir, "kernels.db")
         cls.server = Server(cls.db, os.path.join(cls.dir, "server.log"))
@@ -273,6 +273,31 @@ class Package(unittest.TestCase):
                 self.assertIn(kernel, call.check(conn).plan())
         # the outputs allocated for the backward ops have the shapes autograd needs
         self.assertEqual(calls["ln_modulate_bwd["][1][1].shape, (T // 32, 3072))
+
+    def test_the_gradient_of_a_strided_mixed_qkv_takes_its_row_stride(self):
+        # Flux's single block slices mixed_qkv from a wider projection; the kernels read it and
+        # write its gradient with one token stride.
+        self.assertEqual(self.more.failed, {})
+        conn = self.embedded()
+        warnings.simplefilter("ignore", mxfp6.ShapeWarning)
+        c = mxfp6._calls
+        T, H = 64, 2
+        C = 3 * H * 128
+        _, tables, rstd = qkv_backward_inputs(T, H)
+        wide = StandIn((T, C), strides=(C + 3072, 1))
+        grads = [StandIn((T, H, 128)) for _ in range(3)]
+        call, out = c.qkv_bwd(*grads, wide, *tables[1:], *rstd, "megatron", 1)
+        self.assertEqual((out[0].shape, out[0].stride()), ((T, C), (C + 3072, 1)))
+        call.check(conn)
+        blobs = [StandIn(s, "uint8") for _, s in c.packed_shapes(T, C, "dual")]
+        call, out = c.qkv_bwd_pack(*grads, wide, *tables[1:], *rstd, "megatron", 1, "E3M2", "RCEIL", True, blobs)
+        self.assertEqual(out[1].stride(), (C + 3072, 1))
+        call.check(conn)
+        # A gradient of another row stride, given: refused, naming it.
+        call, _ = c.qkv_bwd(*grads, wide, *tables[1:], *rstd, "megatron", 1,
+                            out=[StandIn((T, C)), StandIn((2, 128), "float32")])
+        with self.assertRaisesRegex(ValueError, r"'d\(mixed_qkv\)'.*stride"):
+            call.check(conn)
 
     def test_bad_arguments_of_backward_ops_and_packers_are_named(self):
         conn = self.embedded()

@@ -192,9 +192,13 @@ def check_op(case, ours, reference, inputs, diff, gen):
 
 # the cases ---------------------------------------------------------------------------------
 
-def qkv_case(gen, T, H, layout, pos_div, own_k_table):
+def qkv_case(gen, T, H, layout, pos_div, own_k_table, extra_columns=0):
+    """extra_columns > 0: mixed_qkv is the first 3*H*128 columns of a wider projection (Flux's
+    single block: QKV and the MLP input from one linear), sliced inside the checked function so that
+    the op sees its row stride; the extra columns' gradient is zero."""
     positions = max(1, T // pos_div)
-    m = rand((T, 3 * H * 128), gen=gen)
+    C = 3 * H * 128
+    m = rand((T, C + extra_columns), gen=gen)
     qw, kw = rand((128,), lo=0.5, hi=1.5, gen=gen), rand((128,), lo=0.5, hi=1.5, gen=gen)
     angle = rand((positions, 64), F32, 0, 6.283, gen)
     cos, sin = torch.cos(angle), torch.sin(angle)
@@ -202,16 +206,17 @@ def qkv_case(gen, T, H, layout, pos_div, own_k_table):
     eps = 1e-6
 
     def ours(m, qw, kw):
-        return mxfp6.norm_rope(m, qw, kw, cos, sin, kc, ks, layout=layout, pos_div=pos_div, eps=eps)
+        return mxfp6.norm_rope(m[:, :C], qw, kw, cos, sin, kc, ks, layout=layout, pos_div=pos_div, eps=eps)
 
     def reference(m, qw, kw):
-        q, k, v = qkv_parts(m, H, layout)
+        q, k, v = qkv_parts(m[:, :C], H, layout)
         kc64 = (kc if kc is not None else cos).to(F64)
         ks64 = (ks if ks is not None else sin).to(F64)
         return (norm_rope_ref(q, qw, cos.to(F64), sin.to(F64), pos_div, eps),
                 norm_rope_ref(k, kw, kc64, ks64, pos_div, eps), v * 1)
 
-    name = f"norm_rope T={T} H={H} {layout} pos_div={pos_div}{' own K table' if own_k_table else ''}"
+    name = (f"norm_rope T={T} H={H} {layout} pos_div={pos_div}{' own K table' if own_k_table else ''}"
+            f"{f' in {C + extra_columns} columns' if extra_columns else ''}")
     outs, grads = check_op(name, ours, reference, [m, qw, kw], (0, 1, 2), gen)
     return (m, qw, kw, cos, sin, layout, pos_div, outs, grads)
 
@@ -404,6 +409,7 @@ def main():
         qkv_case(gen, 64, 2, layout, 1, False)
     qkv_case(gen, 128, 2, "megatron", 2, True)
     qkv_case(gen, 64, 24, "megatron", 1, False)
+    qkv_case(gen, 64, 2, "blocked", 1, False, extra_columns=4 * 768)
     packed_grad_case(gen, 64, 2)
     heads_case(gen, 64, 2)
     for layout in ("bsd", "sbd"):
