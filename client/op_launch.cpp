@@ -163,32 +163,41 @@ int fail(char* error, size_t size, int code, const std::string& message) {
   return code;
 }
 
+/// The caller's scratch allocator (mxc_scratch_fn) with the contract's checks; `failed` tells an
+/// allocator's failure (MXRT_ERROR_INTERNAL) from a plan needing scratch where none was given (an
+/// argument error).
+struct CallerScratch {
+  mxc_scratch_fn fn;
+  void* user;
+  bool failed = false;
+
+  Expected<void*> operator()(size_t bytes) {
+    if (fn == nullptr)
+      return Status::error("the plan needs " + std::to_string(bytes) + " bytes of scratch and no allocator was given");
+    void* ptr = nullptr;
+    if (fn(user, bytes, &ptr) != 0 || ptr == nullptr) {
+      failed = true;
+      return Status::error("the scratch allocator could not allocate " + std::to_string(bytes) + " bytes");
+    }
+    if (reinterpret_cast<uintptr_t>(ptr) % 256 != 0) {
+      failed = true;
+      return Status::error("the scratch allocator returned memory that is not 256-byte aligned");
+    }
+    return ptr;
+  }
+  int code() const { return failed ? MXRT_ERROR_INTERNAL : MXRT_ERROR_INVALID_ARGUMENT; }
+};
+
 /// The call's launches, composed and checked, with scratch from the caller's allocator; an
-/// mxrt_status: a scratch failure is the allocator's (MXRT_ERROR_INTERNAL), not the arguments'.
+/// mxrt_status.
 int prepare(const mxc_op& op, const mxc_named_tensor* tensors, size_t nTensors, const mxc_named_scalar* scalars,
             size_t nScalars, mxc_scratch_fn scratch, void* scratchUser, Launches& launches, char* error,
             size_t errorSize) {
   auto call = callOf(op, tensors, nTensors, scalars, nScalars);
   if (!call) return fail(error, errorSize, MXRT_ERROR_INVALID_ARGUMENT, op.key + ": " + call.status().message());
-  bool scratchFailed = false;
-  ops::ScratchAllocator allocate = [&](size_t bytes) -> Expected<void*> {
-    if (scratch == nullptr)
-      return Status::error("the plan needs " + std::to_string(bytes) + " bytes of scratch and no allocator was given");
-    void* ptr = nullptr;
-    if (scratch(scratchUser, bytes, &ptr) != 0 || ptr == nullptr) {
-      scratchFailed = true;
-      return Status::error("the scratch allocator could not allocate " + std::to_string(bytes) + " bytes");
-    }
-    if (reinterpret_cast<uintptr_t>(ptr) % 256 != 0) {
-      scratchFailed = true;
-      return Status::error("the scratch allocator returned memory that is not 256-byte aligned");
-    }
-    return ptr;
-  };
-  auto checked = checkedLaunches(op, *call, allocate);
-  if (!checked)
-    return fail(error, errorSize, scratchFailed ? MXRT_ERROR_INTERNAL : MXRT_ERROR_INVALID_ARGUMENT,
-                op.key + ": " + checked.status().message());
+  CallerScratch allocator{scratch, scratchUser};
+  auto checked = checkedLaunches(op, *call, [&](size_t bytes) { return allocator(bytes); });
+  if (!checked) return fail(error, errorSize, allocator.code(), op.key + ": " + checked.status().message());
   launches = checked.take();
   return MXRT_SUCCESS;
 }
@@ -227,19 +236,12 @@ int launchesFromTemplate(const mxc_op& op, const mxc_named_tensor* tensors, size
   if (!signature) return -1;
   auto entry = templateOf(op, *signature, tensors, scalars, nScalars);
   if (!entry) return -1;
+  CallerScratch allocator{scratch, scratchUser};
   std::vector<void*> memory;
   for (size_t bytes : entry->scratchBytes()) {
-    if (scratch == nullptr)
-      return fail(error, errorSize, MXRT_ERROR_INVALID_ARGUMENT,
-                  op.key + ": the plan needs " + std::to_string(bytes) + " bytes of scratch and no allocator was given");
-    void* ptr = nullptr;
-    if (scratch(scratchUser, bytes, &ptr) != 0 || ptr == nullptr)
-      return fail(error, errorSize, MXRT_ERROR_INTERNAL,
-                  op.key + ": the scratch allocator could not allocate " + std::to_string(bytes) + " bytes");
-    if (reinterpret_cast<uintptr_t>(ptr) % 256 != 0)
-      return fail(error, errorSize, MXRT_ERROR_INTERNAL,
-                  op.key + ": the scratch allocator returned memory that is not 256-byte aligned");
-    memory.push_back(ptr);
+    auto ptr = allocator(bytes);
+    if (!ptr) return fail(error, errorSize, allocator.code(), op.key + ": " + ptr.status().message());
+    memory.push_back(*ptr);
   }
   launches = entry->launchesAt(*signature, memory);
   return MXRT_SUCCESS;
